@@ -1,0 +1,1 @@
+from lokal.errors import ConfigError, MessageError, ParseError  # noqa: F401

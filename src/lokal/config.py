@@ -1,0 +1,278 @@
+"""model.yaml: a default ``model:`` section, named ``models:`` profiles, generation settings.
+
+The file has the seeds' shape::
+
+    model:            # the default profile; every named profile inherits from it
+      backend: llamacpp
+      model_path: bundled:smollm2-135m
+    generation:       # defaults for every profile
+      max_new_tokens: 512
+      temperature: 0
+    tool_calling:     # how tools reach the model and how its reply is read
+      mode: prompt_json
+    models:
+      fast:
+        max_new_tokens: 256      # generation keys may sit directly in a profile (seeds' style)
+        tool_calling: {mode: constrained}
+
+A profile is the default ``model:`` section updated with the profile's own keys. Generation
+keys found directly in a profile override ``generation:``; a profile may also hold its own
+``generation:`` and ``tool_calling:`` sections.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lokal.errors import ConfigError
+
+__all__ = [
+    "GenerationSettings",
+    "ModelSettings",
+    "Profile",
+    "ToolCallingSettings",
+    "default_config_path",
+    "load_profile",
+    "read_config",
+]
+
+TOOL_CALLING_MODES = ("prompt_json", "builtin", "constrained")
+CONFLICT_POLICIES = ("tool_calls", "content", "error")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GenerationSettings(_Strict):
+    """Sampling settings; ``temperature: 0`` means greedy decoding."""
+
+    max_new_tokens: int = Field(512, ge=1, le=131072, description="tokens to generate at most")
+    temperature: float = Field(0.0, ge=0.0, le=5.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, description="0 disables top-k")
+    min_p: float = Field(0.0, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(1.0, gt=0.0, le=5.0)
+    seed: int = Field(0, description="sampling seed; decisions are reproducible")
+    do_sample: bool | None = Field(None, description="transformers-style switch; None: temp>0")
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        if self.do_sample is not None:
+            return not self.do_sample
+        return self.temperature == 0
+
+
+class ToolCallingSettings(_Strict):
+    """How tools reach the model (``mode``) and how its reply is judged."""
+
+    mode: Literal["prompt_json", "builtin", "constrained"] = "prompt_json"
+    conflict_policy: Literal["tool_calls", "content", "error"] = "tool_calls"
+    max_retries: int = Field(1, ge=0, le=10)
+    calls_in_think: bool = False
+    merge_duplicate_calls: bool = True
+    max_string_length: int = Field(
+        512, ge=8, le=512, description="bound on every string, answers included (constrained)"
+    )
+    max_calls: int = Field(8, ge=1, description="bound on calls per reply, constrained mode")
+
+
+class ModelSettings(_Strict):
+    """What to load and where; the union of every built-in backend's options."""
+
+    backend: str = "llamacpp"
+    display_name: str | None = None
+    # llama.cpp
+    model_path: str | None = None
+    n_ctx: int = Field(4096, ge=256)
+    n_threads: int | None = Field(None, ge=1)
+    n_batch: int = Field(512, ge=1)
+    chat_format: str | None = None
+    # transformers
+    model_name_or_path: str | None = None
+    tokenizer_path: str | None = None
+    gguf_file: str | None = None
+    torch_dtype: str = "auto"
+    device_map: str | None = None
+    max_memory: dict[str, str] | None = None
+    trust_remote_code: bool = False
+    max_input_tokens: int | None = Field(None, ge=64)
+    # OpenAI-compatible server
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = Field(None, description="name of the env variable with the key")
+    timeout: float = Field(120.0, gt=0)
+    http_retries: int = Field(3, ge=0, le=10)
+
+
+_GENERATION_KEYS = set(GenerationSettings.model_fields)
+_TOOL_CALLING_KEYS = set(ToolCallingSettings.model_fields)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A resolved profile: what to load, how to sample, how to pass tools."""
+
+    name: str
+    model: ModelSettings
+    generation: GenerationSettings
+    tool_calling: ToolCallingSettings
+    source: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def display_name(self) -> str:
+        return self.model.display_name or self.name
+
+    @property
+    def backend(self) -> str:
+        return self.model.backend
+
+    def with_tool_calling(self, **changes: Any) -> Profile:
+        """A copy with tool-calling settings changed (``mode=``, ``max_retries=``…)."""
+        merged = {**self.tool_calling.model_dump(), **changes}
+        return Profile(
+            name=self.name,
+            model=self.model,
+            generation=self.generation,
+            tool_calling=_build(ToolCallingSettings, merged, f"{self.name}: tool_calling"),
+            source=self.source,
+            extra=self.extra,
+        )
+
+    def with_backend(self, backend: str) -> Profile:
+        model = self.model.model_copy(update={"backend": backend})
+        return Profile(self.name, model, self.generation, self.tool_calling, self.source)
+
+
+def default_config_path() -> Path:
+    """``$LOKAL_MODEL_CONFIG``, else ``configs/model.yaml`` in the current directory, else
+    the copy shipped inside the package."""
+    env = os.environ.get("LOKAL_MODEL_CONFIG")
+    if env:
+        return Path(env)
+    local = Path("configs/model.yaml")
+    if local.is_file():
+        return local
+    return Path(__file__).parent / "configs" / "model.yaml"
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The YAML mapping in ``path``; a clear ConfigError for a missing or malformed file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"model config {str(path)!r} not found; pass --model_config PATH")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
+    for section in ("model", "generation", "tool_calling", "models"):
+        if section in data and data[section] is not None and not isinstance(data[section], dict):
+            raise ConfigError(f"{path}: section {section!r} must be a mapping")
+    return data
+
+
+def _build(cls: type[_Strict], values: dict[str, Any], where: str) -> Any:
+    try:
+        return cls(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(section)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"{where}: {problems}") from exc
+
+
+def _split_profile(raw: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
+    """Split a profile mapping into model, generation, tool_calling and extra keys."""
+    model: dict[str, Any] = {}
+    generation: dict[str, Any] = {}
+    tool_calling: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "generation":
+            generation.update(value or {})
+        elif key == "tool_calling":
+            if isinstance(value, str):
+                tool_calling["mode"] = value
+            else:
+                tool_calling.update(value or {})
+        elif key in ModelSettings.model_fields:
+            model[key] = value
+        elif key in _GENERATION_KEYS:
+            generation[key] = value
+        elif key in ("max_retries", "conflict_policy"):
+            tool_calling[key] = value
+        else:
+            extra[key] = value
+    return model, generation, tool_calling, extra
+
+
+def load_profile(
+    model_config: str | Path | dict[str, Any] | None = None,
+    model_name: str | None = None,
+    *,
+    tool_calling: str | None = None,
+) -> Profile:
+    """Resolve the profile ``model_name`` (or the default) of a model.yaml path or mapping.
+
+    ``tool_calling`` overrides the profile's ``tool_calling.mode``. An unknown profile name is
+    a ConfigError listing the available ones.
+    """
+    source: Path | None = None
+    if isinstance(model_config, dict):
+        data = model_config
+    else:
+        source = Path(model_config) if model_config is not None else default_config_path()
+        data = read_config(source)
+    where = str(source) if source else "model config"
+    base = dict(data.get("model") or {})
+    profiles = data.get("models") or {}
+    name = model_name or base.pop("name", None) or "default"
+    base.pop("name", None)
+    raw = dict(base)
+    if model_name:
+        if model_name not in profiles:
+            available = ", ".join(profiles) or "(none defined)"
+            raise ConfigError(f"unknown model_name {model_name!r}. Available: {available}")
+        selected = profiles[model_name] or {}
+        if not isinstance(selected, dict):
+            raise ConfigError(f"{where}: profile {model_name!r} must be a mapping")
+        raw.update(selected)
+    model_raw, gen_raw, tc_raw, extra = _split_profile(raw)
+    generation = {**(data.get("generation") or {}), **gen_raw}
+    tool_settings = {**(data.get("tool_calling") or {}), **tc_raw}
+    if tool_calling:
+        tool_settings["mode"] = tool_calling
+    if "stop" in generation and isinstance(generation["stop"], list):
+        generation["stop"] = tuple(generation["stop"])
+    if extra:
+        raise ConfigError(
+            f"{where}: profile {name!r} has unknown keys {sorted(extra)}; "
+            f"model keys are {sorted(ModelSettings.model_fields)}, generation keys are "
+            f"{sorted(_GENERATION_KEYS)}"
+        )
+    return Profile(
+        name=name,
+        model=_build(ModelSettings, model_raw, f"{where}: profile {name!r}"),
+        generation=_build(GenerationSettings, generation, f"{where}: generation"),
+        tool_calling=_build(ToolCallingSettings, tool_settings, f"{where}: tool_calling"),
+        source=source,
+    )
+
+
+def announce(profile: Profile) -> None:
+    """Print the selected profile to stderr, as the seeds' CLI does."""
+    print(f"model: {profile.display_name}", file=sys.stderr, flush=True)

@@ -1,0 +1,73 @@
+"""A test double you script: queue raw replies, then read what the model was asked.
+
+    backend = ScriptedBackend(['{"tool_calls": [{"name": "calculator", "args": {...}}]}',
+                               "The answer is 4."])
+    result = generate_ai_message(config, messages, tools, backend=backend)
+    backend.requests[0].messages   # the prompt the "model" saw
+
+A reply may be a string, a ``Completion``, or a callable taking the GenerationRequest and
+returning either (to answer from what was asked). Running out of replies is an error, so a
+test that expects two decisions and gets three fails loudly.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from lokal.llm.backends import Completion, GenerationRequest
+
+Reply = str | Completion | Callable[[GenerationRequest], "str | Completion"]
+
+__all__ = ["ScriptExhausted", "ScriptedBackend"]
+
+
+class ScriptExhausted(AssertionError):
+    """The scripted model was asked more often than replies were queued."""
+
+
+class ScriptedBackend:
+    """Replies in the order queued; records every request (thread-safe)."""
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        capabilities: Iterable[str] = ("prompt_json", "builtin", "constrained"),
+    ) -> None:
+        self._replies: deque[Reply] = deque(replies)
+        self.capabilities = frozenset(capabilities)
+        self.requests: list[GenerationRequest] = []
+        self._lock = threading.Lock()
+
+    def queue(self, *replies: Reply) -> ScriptedBackend:
+        with self._lock:
+            self._replies.extend(replies)
+        return self
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies)
+
+    def generate(self, request: GenerationRequest) -> Completion:
+        with self._lock:
+            self.requests.append(request)
+            if not self._replies:
+                raise ScriptExhausted(
+                    f"scripted backend asked for reply #{len(self.requests)} but none is queued"
+                )
+            reply = self._replies.popleft()
+        if callable(reply):
+            reply = reply(request)
+        if isinstance(reply, Completion):
+            return reply
+        prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        return Completion(
+            text=reply,
+            prompt_tokens=prompt_chars // 4,
+            completion_tokens=max(1, len(reply) // 4),
+            finish_reason="stop",
+        )

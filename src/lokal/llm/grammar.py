@@ -1,0 +1,133 @@
+"""The JSON Schema of the reply envelope, built from tools_schema, for constrained decoding.
+
+A reply is either ``{"content": str}`` or ``{"tool_calls": [call, ...]}`` with at least one
+call, where each call is ``{"name": <const tool name>, "args": <that tool's parameters>}``.
+Content and calls are exclusive by construction, names can only be real ones, arguments
+match their schema, and every string and array is bounded so that a tiny model cannot loop
+until ``max_new_tokens``. Backends compile this schema to their grammar and cache it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+__all__ = ["bounded_schema", "reply_schema", "schema_key"]
+
+
+def bounded_schema(node: Any, *, max_string: int, max_items: int) -> Any:
+    """A copy of a JSON Schema node with bounds on every string and array."""
+    if not isinstance(node, dict):
+        return node
+    out = copy.copy(node)
+    kind = out.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "string" in kinds and "enum" not in out and "const" not in out:
+        out["maxLength"] = min(out.get("maxLength", max_string), max_string)
+    if "array" in kinds:
+        out["maxItems"] = min(out.get("maxItems", max_items), max_items)
+    if kind is None and not any(k in out for k in ("anyOf", "oneOf", "allOf", "enum", "const")):
+        # "any": let the grammar pick a bounded scalar rather than unbounded nesting
+        out["anyOf"] = [
+            {"type": "string", "maxLength": max_string},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "null"},
+        ]
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {
+            key: bounded_schema(value, max_string=max_string, max_items=max_items)
+            for key, value in out["properties"].items()
+        }
+        out.setdefault("additionalProperties", False)
+    elif "object" in kinds and "additionalProperties" not in out:
+        out["additionalProperties"] = {"type": "string", "maxLength": max_string}
+        out["maxProperties"] = max_items
+    if isinstance(out.get("items"), dict):
+        out["items"] = bounded_schema(out["items"], max_string=max_string, max_items=max_items)
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [
+                bounded_schema(item, max_string=max_string, max_items=max_items)
+                for item in out[key]
+            ]
+    out.pop("default", None)
+    return out
+
+
+def _call_schema(tool: dict[str, Any], max_string: int, max_items: int) -> dict[str, Any]:
+    params = bounded_schema(tool["parameters"], max_string=max_string, max_items=max_items)
+    params.setdefault("type", "object")
+    params.setdefault("properties", {})
+    params.setdefault("additionalProperties", False)
+    return {
+        "type": "object",
+        "properties": {"name": {"const": tool["name"]}, "args": params},
+        "required": ["name", "args"],
+        "additionalProperties": False,
+    }
+
+
+def reply_schema(
+    tools: list[dict[str, Any]],
+    *,
+    plan: bool = False,
+    settings: Any = None,
+    max_string: int | None = None,
+    max_calls: int | None = None,
+) -> dict[str, Any]:
+    """The envelope schema for ``tools`` (normalized flat form); ``plan=True`` for a plan."""
+    max_string = max_string or getattr(settings, "max_string_length", 512)
+    max_calls = max_calls or getattr(settings, "max_calls", 8)
+    answer = {
+        "type": "object",
+        "properties": {"content": {"type": "string", "minLength": 1, "maxLength": max_string}},
+        "required": ["content"],
+        "additionalProperties": False,
+    }
+    if not tools:
+        return answer
+    call = {"anyOf": [_call_schema(tool, max_string, max_calls) for tool in tools]}
+    if len(tools) == 1:
+        call = call["anyOf"][0]
+    if plan:
+        step = {
+            "type": "object",
+            "properties": {
+                "step": {"type": "integer", "minimum": 1, "maximum": max_calls},
+                "description": {"type": "string", "maxLength": max_string},
+                "tool_call": call,
+            },
+            "required": ["step", "description", "tool_call"],
+            "additionalProperties": False,
+        }
+        body = {
+            "type": "object",
+            "properties": {
+                "reasoning": {"type": "string", "maxLength": max_string},
+                "plan": {"type": "array", "items": step, "minItems": 1, "maxItems": max_calls},
+            },
+            "required": ["reasoning", "plan"],
+            "additionalProperties": False,
+        }
+    else:
+        body = {
+            "type": "object",
+            "properties": {
+                "tool_calls": {
+                    "type": "array",
+                    "items": call,
+                    "minItems": 1,
+                    "maxItems": max_calls,
+                }
+            },
+            "required": ["tool_calls"],
+            "additionalProperties": False,
+        }
+    return {"anyOf": [body, answer]}
+
+
+def schema_key(schema: dict[str, Any]) -> str:
+    """A stable cache key for a schema (compiled grammars are cached by it)."""
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))

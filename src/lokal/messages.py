@@ -1,0 +1,270 @@
+"""The message contract: AIMessage, ToolCall, ToolMessage; validation; OpenAI conversion.
+
+An AIMessage is ``{"role": "assistant", "content": str, "tool_calls": [ToolCall, ...]}``: a
+final answer has content and no tool calls, a tool turn has one or more tool calls and empty
+content. A ToolCall is ``{"id": str, "name": str, "args": dict}``. A ToolMessage is
+``{"role": "tool", "tool_call_id", "name", "status": "success"|"error", "content"}`` where
+``content`` is the JSON string of ``{"status", "output", "error"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, TypedDict
+
+from lokal.errors import MessageError
+
+__all__ = [
+    "AIMessage",
+    "ToolCall",
+    "ToolMessage",
+    "assign_call_ids",
+    "from_openai_message",
+    "from_openai_messages",
+    "make_ai_message",
+    "make_tool_message",
+    "read_tool_result",
+    "to_openai_message",
+    "to_openai_messages",
+    "validate_ai_message",
+    "validate_tool_message",
+]
+
+
+class ToolCall(TypedDict):
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+class AIMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str
+    tool_calls: list[ToolCall]
+
+
+class ToolMessage(TypedDict):
+    role: Literal["tool"]
+    tool_call_id: str
+    name: str
+    status: Literal["success", "error"]
+    content: str
+
+
+def call_id(index: int) -> str:
+    """The id lokal gives the ``index``-th call (0-based) of a reply: ``call_001``, ``call_002``…"""
+    return f"call_{index + 1:03d}"
+
+
+def assign_call_ids(tool_calls: list[dict[str, Any]]) -> list[ToolCall]:
+    """Give every call without a usable id the id ``call_NNN`` of its position; keep the others.
+
+    Ids must be unique within a reply, so a duplicate is replaced too.
+    """
+    seen: set[str] = set()
+    result: list[ToolCall] = []
+    for index, call in enumerate(tool_calls):
+        given = call.get("id")
+        ident = given if isinstance(given, str) and given.strip() and given not in seen else None
+        if ident is None:
+            ident = call_id(index)
+            while ident in seen:
+                ident += "_"
+        seen.add(ident)
+        result.append({"id": ident, "name": call["name"], "args": call.get("args") or {}})
+    return result
+
+
+def make_ai_message(content: str = "", tool_calls: list[dict[str, Any]] | None = None) -> AIMessage:
+    """Build and validate an AIMessage, assigning call ids where missing."""
+    message: AIMessage = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": assign_call_ids(list(tool_calls or [])),
+    }
+    return validate_ai_message(message)
+
+
+def validate_ai_message(message: Any) -> AIMessage:
+    """Check ``message`` against the AIMessage contract and return it; raise MessageError."""
+    if not isinstance(message, dict):
+        raise MessageError(f"an AIMessage must be an object, got {type(message).__name__}")
+    if message.get("role") != "assistant":
+        raise MessageError(f"an AIMessage has role 'assistant', got {message.get('role')!r}")
+    content = message.get("content")
+    if not isinstance(content, str):
+        raise MessageError(f"AIMessage.content must be a string, got {type(content).__name__}")
+    tool_calls = message.get("tool_calls")
+    if not isinstance(tool_calls, list):
+        raise MessageError(f"AIMessage.tool_calls must be a list, got {type(tool_calls).__name__}")
+    ids: set[str] = set()
+    for position, call in enumerate(tool_calls, start=1):
+        where = f"tool_calls[{position - 1}]"
+        if not isinstance(call, dict):
+            raise MessageError(f"{where} must be an object, got {type(call).__name__}")
+        name = call.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise MessageError(f"{where}.name must be a non-empty string, got {name!r}")
+        if not isinstance(call.get("args"), dict):
+            raise MessageError(
+                f"{where}.args must be an object, got {type(call.get('args')).__name__}"
+            )
+        ident = call.get("id")
+        if not isinstance(ident, str) or not ident:
+            raise MessageError(f"{where}.id must be a non-empty string, got {ident!r}")
+        if ident in ids:
+            raise MessageError(f"{where}.id {ident!r} is used twice in one message")
+        ids.add(ident)
+    has_content = bool(content.strip())
+    if has_content and tool_calls:
+        raise MessageError("an AIMessage has either content or tool_calls, not both")
+    if not has_content and not tool_calls:
+        raise MessageError("an AIMessage needs content or at least one tool call")
+    return message  # type: ignore[return-value]
+
+
+def make_tool_message(
+    call: ToolCall | dict[str, Any],
+    *,
+    output: Any = None,
+    error: str | None = None,
+) -> ToolMessage:
+    """The ToolMessage answering ``call``: success with ``output``, or error with ``error``."""
+    status: Literal["success", "error"] = "error" if error is not None else "success"
+    body = {"status": status, "output": output, "error": error}
+    return {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "name": call["name"],
+        "status": status,
+        "content": json.dumps(body, ensure_ascii=False, default=str),
+    }
+
+
+def validate_tool_message(message: Any) -> ToolMessage:
+    """Check ``message`` against the ToolMessage contract and return it; raise MessageError."""
+    if not isinstance(message, dict) or message.get("role") != "tool":
+        raise MessageError("a ToolMessage is an object with role 'tool'")
+    for key in ("tool_call_id", "name", "content"):
+        if not isinstance(message.get(key), str):
+            raise MessageError(f"ToolMessage.{key} must be a string")
+    if message.get("status") not in ("success", "error"):
+        raise MessageError(
+            f"ToolMessage.status must be 'success' or 'error', got {message.get('status')!r}"
+        )
+    return message  # type: ignore[return-value]
+
+
+def read_tool_result(message: dict[str, Any]) -> dict[str, Any]:
+    """The ``{"status", "output", "error"}`` object inside a ToolMessage's content.
+
+    Content that is not that JSON object (a plain-text tool result from another framework) is
+    returned as the output of a result whose status is the message's own.
+    """
+    content = message.get("content")
+    status = message.get("status", "success")
+    if isinstance(content, str):
+        try:
+            decoded = json.loads(content)
+        except json.JSONDecodeError:
+            decoded = None
+        if isinstance(decoded, dict) and "status" in decoded:
+            return {
+                "status": decoded.get("status"),
+                "output": decoded.get("output"),
+                "error": decoded.get("error"),
+            }
+    return {"status": status, "output": content, "error": None}
+
+
+# --- OpenAI chat format ------------------------------------------------------------------
+
+
+def to_openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """One lokal message in OpenAI chat format (``function.arguments`` as a JSON string)."""
+    role = message.get("role")
+    if role == "assistant" and message.get("tool_calls"):
+        return {
+            "role": "assistant",
+            "content": message.get("content") or None,
+            "tool_calls": [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": json.dumps(call.get("args") or {}, ensure_ascii=False),
+                    },
+                }
+                for call in message["tool_calls"]
+            ],
+        }
+    if role == "assistant":
+        return {"role": "assistant", "content": message.get("content", "")}
+    if role == "tool":
+        converted = {
+            "role": "tool",
+            "tool_call_id": message.get("tool_call_id", ""),
+            "content": message.get("content", ""),
+        }
+        if message.get("name"):
+            converted["name"] = message["name"]
+        return converted
+    return {"role": role, "content": message.get("content", "")}
+
+
+def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [to_openai_message(message) for message in messages]
+
+
+def _decode_arguments(arguments: Any, where: str) -> dict[str, Any]:
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, dict):
+        return arguments
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise MessageError(f"{where}: function.arguments is not valid JSON: {exc}") from exc
+        if isinstance(decoded, dict):
+            return decoded
+    raise MessageError(f"{where}: function.arguments must be a JSON object")
+
+
+def from_openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """One OpenAI chat message as a lokal message (assistant turns become AIMessages)."""
+    role = message.get("role")
+    if role == "assistant":
+        calls = []
+        for index, call in enumerate(message.get("tool_calls") or []):
+            function = call.get("function") or {}
+            calls.append(
+                {
+                    "id": call.get("id"),
+                    "name": function.get("name"),
+                    "args": _decode_arguments(function.get("arguments"), f"tool_calls[{index}]"),
+                }
+            )
+        content = message.get("content") or ""
+        if calls:
+            # The contract keeps content and calls apart; text beside calls is a preamble.
+            return make_ai_message("", calls)
+        return {"role": "assistant", "content": content, "tool_calls": []}
+    if role == "tool":
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False)
+        result = read_tool_result({"content": content})
+        return {
+            "role": "tool",
+            "tool_call_id": message.get("tool_call_id", ""),
+            "name": message.get("name", ""),
+            "status": "error" if result.get("status") == "error" else "success",
+            "content": content,
+        }
+    return {"role": role, "content": message.get("content") or ""}
+
+
+def from_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [from_openai_message(message) for message in messages]
