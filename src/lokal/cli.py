@@ -93,7 +93,7 @@ def decide_command(args: argparse.Namespace) -> int:
 
 
 # Modules that register further subcommands with @subcommand when imported.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = ("lokal.cli_run",)
 
 
 def _load_subcommands() -> None:

@@ -80,9 +80,12 @@ class ToolCallingSettings(_Strict):
     calls_in_think: bool = False
     merge_duplicate_calls: bool = True
     max_string_length: int = Field(
-        512, ge=8, le=512, description="bound on every string, answers included (constrained)"
+        128, ge=8, le=512, description="bound on every argument string (constrained)"
     )
-    max_calls: int = Field(8, ge=1, description="bound on calls per reply, constrained mode")
+    max_content_length: int = Field(
+        512, ge=8, le=512, description="bound on a final answer's length (constrained)"
+    )
+    max_calls: int = Field(4, ge=1, le=16, description="bound on calls per reply (constrained)")
 
 
 class ModelSettings(_Strict):
@@ -111,6 +114,11 @@ class ModelSettings(_Strict):
     api_key_env: str | None = Field(None, description="name of the env variable with the key")
     timeout: float = Field(120.0, gt=0)
     http_retries: int = Field(3, ge=0, le=10)
+    response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema",
+        description="how constrained mode sends the reply schema: OpenAI/vLLM json_schema, "
+        "or json_object with a schema (llama-cpp-python's server)",
+    )
 
 
 _GENERATION_KEYS = set(GenerationSettings.model_fields)

@@ -228,6 +228,8 @@ def generate_ai_message(
             "completion_tokens": completion.completion_tokens,
         }
         attempt["finish_reason"] = completion.finish_reason
+        if completion.details:
+            attempt["backend"] = completion.details
         for key in ("prompt_tokens", "completion_tokens"):
             record["usage"][key] += attempt["usage"][key] or 0
         record["raw_text"] = completion.text

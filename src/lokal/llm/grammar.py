@@ -13,7 +13,21 @@ import copy
 import json
 from typing import Any
 
-__all__ = ["bounded_schema", "reply_schema", "schema_key"]
+__all__ = ["PROPERTY_ORDER", "bounded_schema", "reply_schema", "schema_key"]
+
+# Grammar converters order object keys; the envelope's keys come in this order, so that a
+# model names the tool before it writes the arguments, and plans reason before listing steps.
+PROPERTY_ORDER = {
+    "content": 0,
+    "tool_calls": 0,
+    "reasoning": 0,
+    "plan": 1,
+    "step": 0,
+    "description": 1,
+    "tool_call": 2,
+    "name": 0,
+    "args": 1,
+}
 
 
 def bounded_schema(node: Any, *, max_string: int, max_items: int) -> Any:
@@ -75,14 +89,16 @@ def reply_schema(
     plan: bool = False,
     settings: Any = None,
     max_string: int | None = None,
+    max_content: int | None = None,
     max_calls: int | None = None,
 ) -> dict[str, Any]:
     """The envelope schema for ``tools`` (normalized flat form); ``plan=True`` for a plan."""
-    max_string = max_string or getattr(settings, "max_string_length", 512)
-    max_calls = max_calls or getattr(settings, "max_calls", 8)
+    max_string = max_string or getattr(settings, "max_string_length", 128)
+    max_content = max_content or getattr(settings, "max_content_length", 512)
+    max_calls = max_calls or getattr(settings, "max_calls", 4)
     answer = {
         "type": "object",
-        "properties": {"content": {"type": "string", "minLength": 1, "maxLength": max_string}},
+        "properties": {"content": {"type": "string", "minLength": 1, "maxLength": max_content}},
         "required": ["content"],
         "additionalProperties": False,
     }

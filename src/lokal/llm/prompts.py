@@ -49,7 +49,9 @@ def example_arguments(parameters: dict[str, Any]) -> dict[str, Any]:
         if spec.get("enum"):
             example[name] = spec["enum"][0]
         else:
-            example[name] = placeholders.get(spec.get("type"), f"<{name}>")
+            kind = spec.get("type")
+            kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
+            example[name] = placeholders.get(kind, f"<{name}>")
     return example
 
 

@@ -155,7 +155,7 @@ def _model_load_key(profile: Profile) -> Hashable:
 
 def _server_load_key(profile: Profile) -> Hashable:
     m = profile.model
-    return (m.base_url, m.model, m.api_key_env, m.timeout, m.http_retries)
+    return (m.base_url, m.model, m.api_key_env, m.timeout, m.http_retries, m.response_format)
 
 
 register_backend("mock", "lokal.llm.backends.mock:MockBackend")

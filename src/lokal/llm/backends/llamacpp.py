@@ -9,6 +9,7 @@ tokens were reused.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from lokal.config import Profile
 from lokal.errors import BackendError, ConfigError
 from lokal.llm.backends import Completion, GenerationRequest
-from lokal.llm.grammar import schema_key
+from lokal.llm.grammar import PROPERTY_ORDER, schema_key
 from lokal.llm.prompts import fallback_tools_system
 from lokal.models import resolve_model_path
 
@@ -74,6 +75,13 @@ class LlamaCppBackend:
         self.formatter = Jinja2ChatFormatter(template, self.eos_token, self.bos_token)
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # free the model before interpreter shutdown tears down llama_cpp's module globals
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        with self._lock:
+            if getattr(self, "llm", None) is not None:
+                self.llm.close()
 
     # -- prompt -------------------------------------------------------------------------
 
@@ -98,7 +106,8 @@ class LlamaCppBackend:
             from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 
             try:
-                grammar = LlamaGrammar.from_string(json_schema_to_gbnf(key), verbose=False)
+                gbnf = json_schema_to_gbnf(key, prop_order=PROPERTY_ORDER)
+                grammar = LlamaGrammar.from_string(gbnf, verbose=False)
             except Exception as exc:
                 raise ConfigError(
                     f"the reply schema cannot be turned into a grammar: {exc}"

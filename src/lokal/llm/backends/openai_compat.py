@@ -106,6 +106,7 @@ class OpenAICompatBackend:
         )
         self.model = settings.model or "default"
         self.base_url = settings.base_url
+        self.response_format = settings.response_format
 
     def generate(self, request: GenerationRequest) -> Completion:
         s = request.settings
@@ -123,7 +124,9 @@ class OpenAICompatBackend:
             kwargs["tools"] = request.tools
         else:
             kwargs["messages"] = _text_mode_messages(request.messages)
-        if request.response_schema:
+        if request.response_schema and self.response_format == "json_object":
+            kwargs["response_format"] = {"type": "json_object", "schema": request.response_schema}
+        elif request.response_schema:
             kwargs["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "reply", "schema": request.response_schema, "strict": True},

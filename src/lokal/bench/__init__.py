@@ -1,0 +1,1 @@
+"""Evaluation: batch benchmark, BFCL evaluation, reports."""

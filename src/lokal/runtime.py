@@ -1,0 +1,371 @@
+"""The agent loop (B1): decisions and tool runs until a reply has no tool calls.
+
+    agent = Agent(profile, registry)
+    result = agent.run("What is 3.14 * 5?")
+    result.answer, result.status, result.events
+
+Each iteration asks ``generate_ai_message`` for the next step, runs the reply's tool calls in
+parallel through the registry, and appends the AIMessage and the ToolMessages. Guards:
+
+- ``max_iterations``: on reaching it, the model is asked once more for a final answer with
+  tools disabled, instead of stopping silently;
+- the same call with the same arguments requested ``repeat_limit`` times stops the loop with
+  an explanation (tiny models loop on one call);
+- ``time_budget_s``: a wall-clock budget, checked before every decision and tool turn.
+
+Every step is an event (``run_start``, ``decision``, ``tool_start``, ``tool_end``, ``guard``,
+``final``) that a CLI, a log file (``JsonlTrace``) or a web page can subscribe to.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from lokal.config import Profile
+from lokal.llm.backends import Backend
+from lokal.llm.decide import generate_ai_message
+from lokal.messages import read_tool_result
+from lokal.tools.registry import ToolRegistry
+
+__all__ = [
+    "Agent",
+    "AgentSettings",
+    "JsonlTrace",
+    "MemoryHook",
+    "NullMemory",
+    "RunResult",
+]
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class AgentSettings:
+    """Loop guards and strategy."""
+
+    max_iterations: int = 20
+    strategy: Literal["react", "plan_execute"] = "react"
+    time_budget_s: float | None = 600.0
+    tool_timeout_s: float = 30.0
+    max_parallel_tools: int | None = None
+    repeat_limit: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_iterations < 1:
+            raise ValueError("max_iterations must be at least 1")
+        if self.strategy not in ("react", "plan_execute"):
+            raise ValueError("strategy must be 'react' or 'plan_execute'")
+        if self.repeat_limit < 2:
+            raise ValueError("repeat_limit must be at least 2")
+
+
+class MemoryHook(Protocol):
+    """What the runtime asks of memory (B5): messages to start from, and a place to save."""
+
+    def load(self, question: str) -> list[dict[str, Any]]: ...
+
+    def save(self, result: RunResult) -> None: ...
+
+
+class NullMemory:
+    """No memory: every run starts from the question alone."""
+
+    def load(self, question: str) -> list[dict[str, Any]]:
+        return []
+
+    def save(self, result: RunResult) -> None:
+        return None
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run: the answer, why the loop stopped, and every step."""
+
+    question: str
+    answer: str
+    status: Literal["final", "max_iterations", "repeated_call", "time_budget", "decision_error"]
+    stop_reason: str
+    messages: list[dict[str, Any]]
+    iterations: int
+    usage: dict[str, int]
+    duration_s: float
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "usage": self.usage,
+            "duration_s": self.duration_s,
+            "messages": self.messages,
+        }
+
+
+class JsonlTrace:
+    """Writes every event as one JSON line, flushed at once (a crash loses at most the step
+    in flight)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event, ensure_ascii=False, default=str)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _call_key(call: dict[str, Any]) -> str:
+    return call["name"] + " " + json.dumps(call["args"], sort_keys=True, ensure_ascii=False)
+
+
+class Agent:
+    """One agent: a profile, a tool registry, loop settings, and subscribers to its events."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        registry: ToolRegistry,
+        *,
+        settings: AgentSettings | None = None,
+        backend: Backend | None = None,
+        system_prompt: str | None = None,
+        memory: MemoryHook | None = None,
+    ) -> None:
+        self.profile = profile
+        self.registry = registry
+        self.settings = settings or AgentSettings()
+        self.backend = backend
+        self.system_prompt = system_prompt
+        self.memory = memory or NullMemory()
+        self._subscribers: list[EventCallback] = []
+        self._lock = threading.Lock()
+
+    def subscribe(self, callback: EventCallback) -> None:
+        """Call ``callback(event)`` for every step of every run."""
+        self._subscribers.append(callback)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self, question: str, history: list[dict[str, Any]] | None = None) -> RunResult:
+        """Answer ``question``, continuing ``history`` (earlier messages) if given."""
+        run = _Run(self, question, history or [])
+        result = run.execute()
+        self.memory.save(result)
+        return result
+
+
+class _Run:
+    """The state of one run (kept apart from Agent so an Agent can run many questions)."""
+
+    def __init__(self, agent: Agent, question: str, history: list[dict[str, Any]]) -> None:
+        self.agent = agent
+        self.settings = agent.settings
+        self.question = question
+        self.events: list[dict[str, Any]] = []
+        self.seq = 0
+        self.started = time.perf_counter()
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.calls_seen: Counter[str] = Counter()
+        self.tools_schema = agent.registry.schemas("openai")
+        system = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
+        self.messages: list[dict[str, Any]] = [
+            *system,
+            *agent.memory.load(question),
+            *history,
+            {"role": "user", "content": question},
+        ]
+
+    def emit(self, kind: str, **payload: Any) -> None:
+        with self.agent._lock:
+            self.seq += 1
+            event = {
+                "type": kind,
+                "seq": self.seq,
+                "time": time.time(),
+                "elapsed_s": round(time.perf_counter() - self.started, 4),
+                **payload,
+            }
+            self.events.append(event)
+        for callback in self.agent._subscribers:
+            callback(event)
+
+    def over_budget(self) -> bool:
+        budget = self.settings.time_budget_s
+        return budget is not None and time.perf_counter() - self.started > budget
+
+    def decide(self, iteration: int, purpose: str | None = None) -> dict[str, Any]:
+        mode = "plan_execute" if self.settings.strategy == "plan_execute" else "prompt_json"
+        result = generate_ai_message(
+            self.agent.profile,
+            self.messages,
+            self.tools_schema,
+            mode=mode,
+            backend=self.agent.backend,
+            purpose=purpose,
+        )
+        for key in self.usage:
+            self.usage[key] += result["usage"][key] or 0
+        self.emit(
+            "decision",
+            iteration=iteration,
+            purpose=result["purpose"],
+            status=result["status"],
+            prompt=result["prompt"],
+            raw_text=result["raw_text"],
+            parse=result["parse"],
+            attempts=result["attempts"],
+            usage=result["usage"],
+            latency_ms=result["latency_ms"],
+            ai_message=result["ai_message"],
+            error=result["error"],
+        )
+        return result
+
+    def finish(self, status: str, answer: str, reason: str, iterations: int) -> RunResult:
+        duration = round(time.perf_counter() - self.started, 4)
+        self.emit(
+            "final",
+            status=status,
+            answer=answer,
+            stop_reason=reason,
+            iterations=iterations,
+            usage=dict(self.usage),
+            duration_s=duration,
+        )
+        return RunResult(
+            question=self.question,
+            answer=answer,
+            status=status,  # type: ignore[arg-type]
+            stop_reason=reason,
+            messages=self.messages,
+            iterations=iterations,
+            usage=dict(self.usage),
+            duration_s=duration,
+            events=self.events,
+        )
+
+    def execute(self) -> RunResult:
+        s = self.settings
+        self.emit(
+            "run_start",
+            question=self.question,
+            profile=self.agent.profile.name,
+            strategy=s.strategy,
+            tools=[t["function"]["name"] for t in self.tools_schema],
+            max_iterations=s.max_iterations,
+        )
+        for iteration in range(1, s.max_iterations + 1):
+            if self.over_budget():
+                return self.stop_for_time(iteration - 1)
+            result = self.decide(iteration)
+            if result["status"] != "success":
+                reason = f"the model gave no usable reply: {result['error']['message']}"
+                return self.finish(
+                    "decision_error",
+                    f"I could not complete the request: {result['error']['message']}",
+                    reason,
+                    iteration,
+                )
+            message = result["ai_message"]
+            self.messages.append(message)
+            if not message["tool_calls"]:
+                return self.finish("final", message["content"], "the model answered", iteration)
+            repeated = self.repeated_call(message["tool_calls"])
+            if repeated is not None:
+                self.messages.pop()  # the repeat is not run, so it does not join the history
+                return self.stop_for_repeat(repeated, iteration)
+            if self.over_budget():
+                self.messages.pop()
+                return self.stop_for_time(iteration)
+            tool_messages = self.agent.registry.execute_many(
+                message["tool_calls"],
+                max_workers=s.max_parallel_tools,
+                default_timeout=s.tool_timeout_s,
+                on_event=lambda kind, payload, it=iteration: self.emit(
+                    kind, iteration=it, **payload
+                ),
+            )
+            self.messages.extend(tool_messages)
+        return self.force_final(s.max_iterations)
+
+    # -- guards -------------------------------------------------------------------------
+
+    def repeated_call(self, calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The first call that reaches the repeat limit with this reply, if any."""
+        for call in calls:
+            key = _call_key(call)
+            self.calls_seen[key] += 1
+            if self.calls_seen[key] >= self.settings.repeat_limit:
+                return call
+        return None
+
+    def last_result_of(self, call: dict[str, Any]) -> Any:
+        ids = {
+            c["id"]
+            for m in self.messages
+            if m.get("role") == "assistant"
+            for c in m.get("tool_calls") or []
+            if _call_key(c) == _call_key(call)
+        }
+        for message in reversed(self.messages):
+            if message.get("role") == "tool" and message.get("tool_call_id") in ids:
+                return read_tool_result(message)
+        return None
+
+    def stop_for_repeat(self, call: dict[str, Any], iteration: int) -> RunResult:
+        times = self.calls_seen[_call_key(call)]
+        args = json.dumps(call["args"], ensure_ascii=False)
+        reason = f"the model asked for {call['name']}({args}) {times} times with the same arguments"
+        self.emit("guard", guard="repeated_call", iteration=iteration, call=call, times=times)
+        last = self.last_result_of(call)
+        answer = f"Stopped: {reason}."
+        if last is not None:
+            shown = json.dumps(
+                last.get("output") if last["status"] == "success" else last,
+                ensure_ascii=False,
+                default=str,
+            )
+            answer += f" The last result of that call was: {shown[:2000]}"
+        return self.finish("repeated_call", answer, reason, iteration)
+
+    def stop_for_time(self, iterations: int) -> RunResult:
+        budget = self.settings.time_budget_s
+        reason = f"the time budget of {budget} s ran out"
+        self.emit("guard", guard="time_budget", iteration=iterations, budget_s=budget)
+        return self.finish(
+            "time_budget", f"Stopped: {reason} before a final answer.", reason, iterations
+        )
+
+    def force_final(self, iterations: int) -> RunResult:
+        """The iteration cap was reached: one more decision, tools disabled."""
+        self.emit("guard", guard="max_iterations", iteration=iterations)
+        reason = f"reached max_iterations={iterations}; asked for a final answer without tools"
+        if self.over_budget():
+            return self.stop_for_time(iterations)
+        result = self.decide(iterations + 1, purpose="final")
+        if result["status"] == "success":
+            message = result["ai_message"]
+            self.messages.append(message)
+            return self.finish("max_iterations", message["content"], reason, iterations)
+        answer = (
+            f"Stopped after {iterations} iterations without a final answer "
+            f"({result['error']['message']})."
+        )
+        return self.finish("max_iterations", answer, reason, iterations)

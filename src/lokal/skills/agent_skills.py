@@ -1,0 +1,296 @@
+"""Agent Skills: folders with a ``SKILL.md`` the model reads, then runs through ``code_execution``.
+
+A skills directory holds one folder per skill::
+
+    skills/weather-forecast/
+        SKILL.md            # YAML front matter (name, description) + markdown instructions
+        scripts/weather_helper.py
+        data/weather.json
+
+The system prompt lists only names and descriptions (``SkillLibrary.catalog_text``). The model
+calls ``read_skill`` to get the instructions, then ``code_execution`` to run a script in the
+sandbox with a copy of the skill folder as its working directory, and answers from the real
+output. ``code_execution`` is always offered as a tool: hiding it (the LinX bug) leaves the
+model reading instructions it cannot follow, and it invents the results.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from lokal.errors import ConfigError
+from lokal.skills.sandbox import run_sandboxed
+from lokal.tools.registry import Tool, tool
+
+__all__ = ["Skill", "SkillError", "SkillLibrary", "parse_skill_file", "skill_tools"]
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.S | re.M)
+_COMMAND_IN_BODY = re.compile(r"\bpython3?\s+scripts/[^\s`\"']+[^\n`\"]*")
+_PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
+
+
+class SkillError(ConfigError):
+    """A skill is unknown, or its SKILL.md is malformed (the message names the file)."""
+
+
+class Skill:
+    """One parsed skill folder."""
+
+    def __init__(self, name: str, description: str, body: str, path: Path) -> None:
+        self.name = name
+        self.description = description
+        self.body = body
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Skill({self.name!r}, {str(self.path)!r})"
+
+    def files(self) -> list[str]:
+        """Every file of the skill (relative, forward slashes), hidden files and caches left out."""
+        found = []
+        for current, dirs, names in os.walk(self.path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            for name in sorted(names):
+                if not name.startswith("."):
+                    found.append((Path(current) / name).relative_to(self.path).as_posix())
+        return found
+
+    def example_command(self) -> str | None:
+        """The first ``python scripts/…`` command in the instructions, else one for a script."""
+        match = _COMMAND_IN_BODY.search(self.body)
+        if match:
+            return match.group(0).strip()
+        scripts = [f for f in self.files() if f.startswith("scripts/") and f.endswith(".py")]
+        return f"python {scripts[0]}" if scripts else None
+
+
+def parse_skill_file(path: Path) -> Skill:
+    """Parse a ``SKILL.md``; raise SkillError naming the file when it is malformed."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SkillError(f"{path}: cannot read: {exc}") from None
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        raise SkillError(
+            f"{path}: SKILL.md must start with YAML front matter between two '---' lines"
+        )
+    try:
+        meta = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        raise SkillError(f"{path}: invalid YAML front matter: {exc}") from None
+    if not isinstance(meta, dict):
+        raise SkillError(f"{path}: the front matter must be a mapping with name and description")
+    for key in ("name", "description"):
+        value = meta.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise SkillError(f"{path}: front matter field '{key}' must be a non-empty string")
+    name = meta["name"].strip()
+    if len(name) > 64 or any(c.isspace() or c in "/\\" for c in name):
+        raise SkillError(f"{path}: skill name {name!r} must be at most 64 characters, no spaces")
+    return Skill(name, " ".join(meta["description"].split()), match.group(2).strip(), path.parent)
+
+
+class SkillLibrary:
+    """The skills found in one directory (rescanned on every call, so edits show at once).
+
+    With ``strict`` (the default) a malformed ``SKILL.md`` raises SkillError; otherwise it is
+    skipped and its error kept in ``problems``.
+    """
+
+    def __init__(self, skills_dir: str | os.PathLike[str], *, strict: bool = True) -> None:
+        self.root = Path(skills_dir)
+        if not self.root.is_dir():
+            raise SkillError(f"skills directory {str(self.root)!r} does not exist")
+        self.strict = strict
+        self.problems: list[str] = []
+
+    def _scan(self) -> dict[str, Skill]:
+        skills: dict[str, Skill] = {}
+        self.problems = []
+        for folder in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            manifest = folder / "SKILL.md"
+            if folder.name.startswith(".") or not manifest.is_file():
+                continue
+            try:
+                skill = parse_skill_file(manifest)
+                if skill.name in skills:
+                    raise SkillError(
+                        f"{manifest}: skill name {skill.name!r} is already used by "
+                        f"{skills[skill.name].path / 'SKILL.md'}"
+                    )
+            except SkillError as exc:
+                if self.strict:
+                    raise
+                self.problems.append(str(exc))
+                continue
+            skills[skill.name] = skill
+        return skills
+
+    def list(self) -> list[dict[str, str]]:
+        """``[{"name", "description"}]`` of every skill, sorted by name."""
+        return [
+            {"name": s.name, "description": s.description}
+            for s in sorted(self._scan().values(), key=lambda s: s.name)
+        ]
+
+    def names(self) -> list[str]:
+        return sorted(self._scan())
+
+    def get(self, skill_name: str) -> Skill:
+        """The skill called ``skill_name`` (also matched case-insensitively or by folder)."""
+        skills = self._scan()
+        wanted = (skill_name or "").strip()
+        if wanted in skills:
+            return skills[wanted]
+        for skill in skills.values():
+            if wanted.casefold() in (skill.name.casefold(), skill.path.name.casefold()):
+                return skill
+        close = difflib.get_close_matches(wanted, list(skills), n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        available = ", ".join(sorted(skills)) or "(none)"
+        raise SkillError(f"unknown skill '{skill_name}'.{hint} Available skills: {available}")
+
+    def read(self, skill_name: str) -> dict[str, Any]:
+        """The instructions and file list of a skill, with a hint on running its scripts."""
+        skill = self.get(skill_name)
+        example = skill.example_command()
+        if example:
+            call = f'{{"command": "{example}", "skill_name": "{skill.name}"}}'
+            hint = f"run scripts with code_execution, e.g. {call}"
+        else:
+            hint = "this skill has no scripts; follow its instructions"
+        return {
+            "name": skill.name,
+            "description": skill.description,
+            "body": skill.body,
+            "files": skill.files(),
+            "hint": hint,
+        }
+
+    def catalog_text(self) -> str:
+        """A short text for the system prompt: skill names and descriptions only."""
+        entries = self.list()
+        if not entries:
+            return "No skills are installed."
+        lines = ["Skills (call read_skill with a skill name to get its instructions):"]
+        lines += [f"- {e['name']}: {e['description']}" for e in entries]
+        lines.append(
+            "Skill scripts run through the code_execution tool, e.g. "
+            '{"command": "python scripts/<script>.py ...", "skill_name": "<skill>"}; '
+            "never make up a script's output."
+        )
+        return "\n".join(lines)
+
+    def find_script(self, script: str) -> list[tuple[Skill, str]]:
+        """Skills holding a file that ``script`` names: ``[(skill, relative path)]``."""
+        wanted = script.replace("\\", "/")
+        found = []
+        for skill in self._scan().values():
+            relative = _match_file(skill, wanted)
+            if relative is not None:
+                found.append((skill, relative))
+        return found
+
+
+def _match_file(skill: Skill, wanted: str) -> str | None:
+    """The file of ``skill`` that a model-written path means (exact, suffix or unique name)."""
+    files = [f for f in skill.files() if f.endswith(".py")]
+    wanted = wanted.removeprefix("./")
+    if wanted in files:
+        return wanted
+    suffix = [f for f in files if wanted.endswith("/" + f)]
+    if len(suffix) == 1:
+        return suffix[0]
+    by_name = [f for f in files if f.rsplit("/", 1)[-1] == wanted.rsplit("/", 1)[-1]]
+    return by_name[0] if len(by_name) == 1 else None
+
+
+def skill_tools(
+    library: SkillLibrary,
+    workspace: str | os.PathLike[str] | None = None,
+    sandbox_defaults: dict[str, Any] | None = None,
+) -> list[Tool]:
+    """The ``read_skill`` and ``code_execution`` tools for ``library``.
+
+    ``sandbox_defaults`` are keyword arguments for ``run_sandboxed`` (timeout, memory_mb…);
+    ``workspace`` is shown read-only at ``./workspace`` inside the sandbox.
+    """
+    defaults = dict(sandbox_defaults or {})
+    sandbox_timeout = float(defaults.get("timeout", 10))
+
+    @tool
+    def read_skill(skill_name: str) -> dict[str, Any]:
+        """Read a skill's instructions (its SKILL.md) and list its files.
+
+        Call this before using a skill, then run the skill's scripts with code_execution.
+
+        Args:
+            skill_name: The skill's name as listed in the system prompt, e.g. "weather-forecast".
+        """
+        return library.read(skill_name)
+
+    @tool(timeout=sandbox_timeout + 30)
+    def code_execution(
+        code: str | None = None, command: str | None = None, skill_name: str | None = None
+    ) -> dict[str, Any]:
+        """Run Python code or a skill script in an isolated sandbox; returns stdout and stderr.
+
+        Give exactly one of code or command. The sandbox has no network; the workspace is
+        read-only at ./workspace.
+
+        Args:
+            code: Python source to run, e.g. "print(2 ** 10)".
+            command: A python command line, e.g.
+                "python scripts/weather_helper.py current --location Beijing".
+            skill_name: The skill whose folder the command runs in, e.g. "weather-forecast".
+        """
+        if (code is None) == (command is None):
+            raise ValueError("give exactly one of code or command")
+        skill: Skill | None = library.get(skill_name) if skill_name else None
+        if code is not None:
+            files = skill.path if skill else None
+            result = run_sandboxed(code, files_from=files, workspace=workspace, **defaults)
+            return result.to_dict()
+        assert command is not None
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"cannot split command {command!r}: {exc}") from None
+        if not argv or not _PYTHON.match(os.path.basename(argv[0])):
+            raise ValueError(
+                "command must start with python or python3, e.g. "
+                '"python scripts/weather_helper.py current --location Beijing"'
+            )
+        argv[0] = sys.executable
+        script_at = next((i for i, a in enumerate(argv[1:], 1) if not a.startswith("-")), None)
+        if script_at is not None and argv[script_at - 1] not in ("-c", "-m"):
+            script = argv[script_at]
+            if skill is not None:
+                relative = _match_file(skill, script)
+                if relative is None:
+                    listed = ", ".join(skill.files())
+                    raise ValueError(f"skill '{skill.name}' has no script {script!r}: {listed}")
+                argv[script_at] = relative
+            else:
+                owners = library.find_script(script)
+                if len(owners) > 1:
+                    names = ", ".join(s.name for s, _ in owners)
+                    raise ValueError(
+                        f"{script!r} exists in several skills ({names}); pass skill_name"
+                    )
+                if owners:
+                    skill, argv[script_at] = owners[0]
+        files = skill.path if skill else None
+        result = run_sandboxed(command=argv, files_from=files, workspace=workspace, **defaults)
+        return result.to_dict()
+
+    return [read_skill, code_execution]

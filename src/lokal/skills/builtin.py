@@ -1,0 +1,564 @@
+"""Built-in tools, all confined to one workspace given at start-up.
+
+``builtin_tools(workspace)`` returns the tools (``lokal.tools.Tool`` objects, callable like the
+functions they wrap); ``register_builtin_tools(registry, workspace)`` adds them to a registry.
+Every path argument is resolved through ``Workspace.resolve`` so no tool reads outside it.
+
+pandas and openpyxl (``table_analyzer``) and simpleeval (``calculator``) are imported when a
+tool is first called, with an install hint when missing.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lokal.skills.workspace import Workspace
+from lokal.tools.registry import Tool, ToolRegistry, tool
+
+__all__ = [
+    "BINARY_SNIFF_BYTES",
+    "MAX_SEARCH_FILE_BYTES",
+    "builtin_tools",
+    "calculate",
+    "count_letter_in_string",
+    "get_current_datetime",
+    "parse_filter",
+    "register_builtin_tools",
+]
+
+BINARY_SNIFF_BYTES = 8192
+MAX_SEARCH_FILE_BYTES = 2 * 1024 * 1024
+MAX_READ_BYTES = 8 * 1024 * 1024
+MAX_TABLE_BYTES = 64 * 1024 * 1024
+MAX_TABLE_ROWS = 50
+SKIPPED_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
+
+
+def _require(module: str, package: str) -> Any:
+    """Import an optional dependency or raise ImportError saying how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"this tool needs the '{package}' package: pip install {package}"
+        ) from exc
+
+
+def _is_binary(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return b"\x00" in handle.read(BINARY_SNIFF_BYTES)
+
+
+# --- calculator -------------------------------------------------------------------------------
+
+MAX_EXPRESSION_CHARS = 500
+MAX_EXPONENT = 10_000
+MAX_FACTORIAL = 1_000
+MAX_RESULT_BITS = 1_000_000
+
+
+def _power(base: Any, exponent: Any) -> Any:
+    if isinstance(exponent, int | float) and abs(exponent) > MAX_EXPONENT:
+        raise ValueError(f"exponent {exponent} is too large (limit {MAX_EXPONENT})")
+    whole = isinstance(base, int) and isinstance(exponent, int) and exponent > 0
+    if whole and base.bit_length() * exponent > MAX_RESULT_BITS:  # the result would be huge
+        raise OverflowError("integer result too large")
+    return operator.pow(base, exponent)
+
+
+def _factorial(n: Any) -> int:
+    if not isinstance(n, int) or n < 0:
+        raise ValueError("factorial() takes a non-negative integer")
+    if n > MAX_FACTORIAL:
+        raise ValueError(f"factorial({n}) is too large (limit {MAX_FACTORIAL})")
+    return math.factorial(n)
+
+
+def _log(x: float, base: float | None = None) -> float:
+    return math.log(x) if base is None else math.log(x, base)
+
+
+_CALC_FUNCTIONS: dict[str, Any] = {
+    "sqrt": math.sqrt,
+    "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x),
+    "exp": math.exp,
+    "log": _log,
+    "ln": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "atan2": math.atan2,
+    "sinh": math.sinh,
+    "cosh": math.cosh,
+    "tanh": math.tanh,
+    "degrees": math.degrees,
+    "radians": math.radians,
+    "hypot": math.hypot,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "trunc": math.trunc,
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "pow": _power,
+    "factorial": _factorial,
+    "gcd": math.gcd,
+    "int": int,
+    "float": float,
+}
+_CALC_NAMES = {"pi": math.pi, "e": math.e, "tau": math.tau, "True": True, "False": False}
+
+
+def calculate(expression: str) -> int | float | bool:
+    """Evaluate an arithmetic expression with simpleeval (never ``eval``); raise ValueError."""
+    simpleeval = _require("simpleeval", "simpleeval")
+    import ast
+
+    text = str(expression).strip()
+    if not text:
+        raise ValueError("the expression is empty")
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"the expression is longer than {MAX_EXPRESSION_CHARS} characters")
+    text = text.replace("×", "*").replace("÷", "/").replace("−", "-").replace("，", ",")
+    operators = dict(simpleeval.DEFAULT_OPERATORS)
+    operators[ast.Pow] = _power
+    operators[ast.BitXor] = _power  # models write 2^10 for powers; bitwise xor is never meant
+    evaluator = simpleeval.SimpleEval(
+        operators=operators, functions=dict(_CALC_FUNCTIONS), names=dict(_CALC_NAMES)
+    )
+    try:
+        result = evaluator.eval(text)
+    except SyntaxError as exc:
+        raise ValueError(f"invalid syntax in {text!r}: {exc.msg}") from None
+    except ZeroDivisionError:
+        raise ValueError(f"division by zero in {text!r}") from None
+    except OverflowError:
+        raise ValueError(f"the result of {text!r} is too large") from None
+    except simpleeval.InvalidExpression as exc:
+        raise ValueError(f"cannot evaluate {text!r}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot evaluate {text!r}: {exc}") from None
+    if isinstance(result, bool):
+        return result
+    if isinstance(result, int):
+        if result.bit_length() > 160:
+            try:
+                return float(result)
+            except OverflowError:
+                raise ValueError(f"the result of {text!r} is too large") from None
+        return result
+    if isinstance(result, float):
+        if math.isnan(result) or math.isinf(result):
+            raise ValueError(f"the result of {text!r} is not a finite number")
+        return float(f"{result:.15g}")  # 3.14 * 5 → 15.7, not 15.700000000000001
+    raise ValueError(f"{text!r} does not evaluate to a number (got {type(result).__name__})")
+
+
+# --- table filters ----------------------------------------------------------------------------
+
+_FILTER_RE = re.compile(
+    r"""^\s*
+    (?P<column>`[^`]+`|"[^"]+"|'[^']+'|[^\s=!<>]+)
+    \s*(?P<op>==|!=|>=|<=|>|<|=|\s(?i:contains)\s)\s*
+    (?P<value>.+?)\s*$""",
+    re.VERBOSE,
+)
+FILTER_OPS = ("==", "!=", ">", ">=", "<", "<=", "contains")
+
+
+def _literal(text: str) -> Any:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    lowered = text.lower()
+    if lowered in {"true", "false"}:
+        return lowered == "true"
+    if lowered in {"null", "none", "nan"}:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text  # a bare word: compare as text
+
+
+def parse_filter(expression: str) -> tuple[str, str, Any]:
+    """``'units > 10'`` → ``("units", ">", 10)``; raise ValueError on anything else.
+
+    The grammar is one condition: a column name (bare, or quoted with ``"``, ``'`` or
+    backticks), an operator out of ``== != > >= < <= contains`` and a literal (number, quoted
+    text, true/false/null, or a bare word taken as text).
+    """
+    match = _FILTER_RE.match(expression or "")
+    if not match:
+        raise ValueError(
+            f"cannot parse filter {expression!r}; write `column op value` with op one of "
+            f'{", ".join(FILTER_OPS)}, e.g. units > 10 or region == "East"'
+        )
+    column = match.group("column")
+    if column[0] in "`\"'":
+        column = column[1:-1]
+    op = match.group("op").strip().lower()
+    return column, "==" if op == "=" else op, _literal(match.group("value"))
+
+
+# --- the tools ----------------------------------------------------------------------------------
+
+
+def get_current_datetime(timezone: str = "UTC") -> dict[str, Any]:
+    """Get the current date and time in a time zone.
+
+    Args:
+        timezone: An IANA time zone name such as "UTC", "Asia/Shanghai" or "Europe/London".
+    """
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    name = (timezone or "UTC").strip()
+    try:
+        zone = ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"unknown timezone {name!r}; use an IANA name such as 'UTC' or 'Asia/Shanghai'"
+        ) from None
+    now = datetime.now(zone)
+    return {
+        "timezone": name,
+        "datetime": now.isoformat(timespec="seconds"),
+        "date": now.date().isoformat(),
+        "time": now.strftime("%H:%M:%S"),
+        "weekday": now.strftime("%A"),
+        "utc_offset": now.strftime("%z"),
+    }
+
+
+def count_letter_in_string(text: str, letter: str) -> dict[str, Any]:
+    """Count how often a letter (or any substring) occurs in a text; case-sensitive.
+
+    Args:
+        text: The text to search in.
+        letter: The letter or substring to count.
+    """
+    if not letter:
+        raise ValueError("letter must not be empty")
+    return {"text": text, "letter": letter, "count": text.count(letter)}
+
+
+def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
+    """The built-in tools bound to ``workspace``."""
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+
+    @tool
+    def file_reader(path: str, max_chars: int = 2000) -> dict[str, Any]:
+        """Read a text file from the workspace.
+
+        Args:
+            path: File path relative to the workspace root, e.g. "docs/agent_intro.txt".
+            max_chars: Return at most this many characters of the file.
+        """
+        if max_chars < 1:
+            raise ValueError("max_chars must be at least 1")
+        target = ws.resolve(path, kind="file")
+        if _is_binary(target):
+            raise ValueError(
+                f"'{path}' is a binary file; file_reader reads text files only "
+                "(use table_analyzer for .xlsx/.csv tables)"
+            )
+        size = target.stat().st_size
+        with target.open("rb") as handle:
+            data = handle.read(min(size, MAX_READ_BYTES))
+        text = data.decode("utf-8", errors="replace")
+        whole = size <= MAX_READ_BYTES
+        content = text[:max_chars]
+        return {
+            "path": ws.relative(target),
+            "content": content,
+            "truncated": len(text) > max_chars or not whole,
+            "chars": len(content),
+            "total_chars": len(text) if whole else None,
+        }
+
+    @tool
+    def local_file_search(query: str, root_dir: str = ".", max_results: int = 5) -> dict[str, Any]:
+        """Search the workspace for files whose name or text contains a query (case-insensitive).
+
+        Args:
+            query: The text to look for.
+            root_dir: Directory to search, relative to the workspace root.
+            max_results: Maximum number of matching files to return.
+        """
+        needle = (query or "").strip().casefold()
+        if not needle:
+            raise ValueError("query must not be empty")
+        if max_results < 1:
+            raise ValueError("max_results must be at least 1")
+        base = ws.resolve(root_dir, kind="dir")
+        results: list[dict[str, Any]] = []
+        matched = scanned = 0
+        for current, dirs, files in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
+            for name in sorted(files):
+                if name.startswith("."):
+                    continue
+                path = Path(current) / name
+                if not ws.contains(path) or not path.is_file():
+                    continue  # a symlink pointing out of the workspace
+                hit = _search_file(path, name, needle)
+                scanned += 1
+                if hit is None:
+                    continue
+                matched += 1
+                if len(results) < max_results:
+                    results.append({"path": ws.relative(path), **hit})
+        return {
+            "query": query,
+            "root_dir": ws.relative(base),
+            "results": results,
+            "files_matched": matched,
+            "files_scanned": scanned,
+            "truncated": matched > len(results),
+        }
+
+    @tool
+    def calculator(expression: str) -> dict[str, Any]:
+        """Evaluate an arithmetic expression, e.g. "3.14 * 5" or "sqrt(2) * sin(pi / 4)".
+
+        Supports + - * / // % ** (also ^ for power), parentheses, the functions sqrt, exp,
+        log, log10, log2, sin, cos, tan, asin, acos, atan, floor, ceil, abs, round, min, max,
+        factorial and the constants pi and e.
+
+        Args:
+            expression: The arithmetic expression to evaluate.
+        """
+        return {"expression": expression, "result": calculate(expression)}
+
+    @tool
+    def table_analyzer(
+        path: str,
+        operation: str = "summary",
+        column: str | None = None,
+        filter: str | None = None,
+        group_by: str | None = None,
+        agg: str = "sum",
+        k: int = 5,
+        ascending: bool = False,
+    ) -> dict[str, Any]:
+        """Analyze a CSV, TSV or XLSX table in the workspace.
+
+        Operations: "summary" (shape, columns, types, statistics, first rows), "filter" (rows
+        matching the filter), "groupby" (aggregate column per group_by value) and "topk" (the
+        k rows with the largest, or smallest, values of column). A filter given with another
+        operation is applied first.
+
+        Args:
+            path: Table file relative to the workspace root, e.g. "data/sales.csv".
+            operation: One of "summary", "filter", "groupby", "topk".
+            column: The column to aggregate (groupby) or rank by (topk).
+            filter: One condition `column op value`, op one of == != > >= < <= contains,
+                e.g. units > 10 or region == "East".
+            group_by: The column to group by (groupby).
+            agg: Aggregation for groupby: "sum", "mean", "count", "min" or "max".
+            k: Number of rows for topk.
+            ascending: For topk, return the smallest values instead of the largest.
+        """
+        return _analyze_table(ws, path, operation, column, filter, group_by, agg, k, ascending)
+
+    return [
+        file_reader,
+        local_file_search,
+        calculator,
+        table_analyzer,
+        tool(get_current_datetime),
+        tool(count_letter_in_string),
+    ]
+
+
+def register_builtin_tools(
+    registry: ToolRegistry, workspace: Workspace | str | os.PathLike[str]
+) -> list[str]:
+    """Register the built-in tools for ``workspace``; return their names."""
+    names = []
+    for item in builtin_tools(workspace):
+        names.append(registry.register(item, replace=True).name)
+    return names
+
+
+def _search_file(path: Path, name: str, needle: str) -> dict[str, Any] | None:
+    """The match of one file: by name and/or by the first matching line of text."""
+    name_match = needle in name.casefold()
+    line_no: int | None = None
+    snippet: str | None = None
+    count = 0
+    try:
+        if path.stat().st_size <= MAX_SEARCH_FILE_BYTES and not _is_binary(path):
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if needle in line.casefold():
+                        count += 1
+                        if line_no is None:
+                            line_no, snippet = number, line.strip()[:200]
+    except OSError:
+        return None
+    if not name_match and not count:
+        return None
+    return {"name_match": name_match, "line": line_no, "snippet": snippet, "line_matches": count}
+
+
+# --- table_analyzer internals --------------------------------------------------------------------
+
+
+def _records(frame: Any) -> list[dict[str, Any]]:
+    import json
+
+    return json.loads(frame.to_json(orient="records", date_format="iso", force_ascii=False))
+
+
+def _load_table(ws: Workspace, path: str) -> Any:
+    pd = _require("pandas", "pandas")
+    target = ws.resolve(path, kind="file")
+    if target.stat().st_size > MAX_TABLE_BYTES:
+        raise ValueError(f"'{path}' is larger than {MAX_TABLE_BYTES // (1024 * 1024)} MB")
+    suffix = target.suffix.lower()
+    if suffix == ".csv":
+        return pd.read_csv(target, encoding_errors="replace")
+    if suffix == ".txt":
+        return pd.read_csv(target, sep=None, engine="python", encoding_errors="replace")
+    if suffix in {".tsv", ".tab"}:
+        return pd.read_csv(target, sep="\t", encoding_errors="replace")
+    if suffix in {".xlsx", ".xlsm"}:
+        _require("openpyxl", "openpyxl")
+        return pd.read_excel(target, engine="openpyxl")
+    raise ValueError(f"unsupported table type '{suffix}'; use .csv, .tsv or .xlsx")
+
+
+def _column(frame: Any, name: str | None, role: str) -> str:
+    if not name:
+        raise ValueError(f"{role} is required for this operation")
+    columns = [str(c) for c in frame.columns]
+    if name in columns:
+        return name
+    folded = {c.casefold().strip(): c for c in columns}
+    if name.casefold().strip() in folded:
+        return folded[name.casefold().strip()]
+    raise ValueError(f"unknown column {name!r}; columns are: {', '.join(columns)}")
+
+
+def _apply_filter(frame: Any, expression: str) -> Any:
+    pd = _require("pandas", "pandas")
+    name, op, value = parse_filter(expression)
+    column = _column(frame, name, "filter column")
+    series = frame[column]
+    if op == "contains":
+        return frame[series.astype(str).str.contains(str(value), case=False, regex=False)]
+    numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+    if value is None:
+        mask = series.isna() if op == "==" else series.notna()
+        if op not in {"==", "!="}:
+            raise ValueError("null can only be compared with == or !=")
+        return frame[mask]
+    if numeric:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"column {column!r} is numeric; compare it with a number")
+    elif op in {">", ">=", "<", "<="} and isinstance(value, int | float):
+        series = pd.to_numeric(series, errors="coerce")
+    else:
+        series = series.astype(str)
+        value = str(value)
+    compare = {
+        "==": operator.eq,
+        "!=": operator.ne,
+        ">": operator.gt,
+        ">=": operator.ge,
+        "<": operator.lt,
+        "<=": operator.le,
+    }[op]
+    return frame[compare(series, value).fillna(False).astype(bool)]
+
+
+def _analyze_table(
+    ws: Workspace,
+    path: str,
+    operation: str,
+    column: str | None,
+    filter: str | None,
+    group_by: str | None,
+    agg: str,
+    k: int,
+    ascending: bool,
+) -> dict[str, Any]:
+    operation = (operation or "summary").strip().lower()
+    if operation not in {"summary", "filter", "groupby", "topk"}:
+        raise ValueError(f"unknown operation {operation!r}; use summary, filter, groupby or topk")
+    frame = _load_table(ws, path)
+    out: dict[str, Any] = {"path": ws.relative(ws.resolve(path)), "operation": operation}
+    if filter:
+        frame = _apply_filter(frame, filter)
+        out["filter"] = filter
+    elif operation == "filter":
+        raise ValueError('operation "filter" needs a filter such as units > 10')
+    if operation == "summary":
+        numeric = frame.select_dtypes("number")
+        out.update(
+            rows=int(frame.shape[0]),
+            columns=[str(c) for c in frame.columns],
+            dtypes={str(c): str(t) for c, t in frame.dtypes.items()},
+            missing={str(c): int(v) for c, v in frame.isna().sum().items()},
+            describe=_records(numeric.describe().T.reset_index(names="column"))
+            if not numeric.empty
+            else [],
+            head=_records(frame.head(5)),
+        )
+    elif operation == "filter":
+        out.update(
+            matched_rows=len(frame),
+            rows=_records(frame.head(MAX_TABLE_ROWS)),
+            truncated=len(frame) > MAX_TABLE_ROWS,
+        )
+    elif operation == "groupby":
+        agg = (agg or "sum").strip().lower()
+        if agg not in {"sum", "mean", "count", "min", "max"}:
+            raise ValueError(f"unknown agg {agg!r}; use sum, mean, count, min or max")
+        key = _column(frame, group_by, "group_by")
+        if agg == "count" and not column:
+            series = frame.groupby(key, dropna=False).size()
+            label = "count"
+        else:
+            value_column = _column(frame, column, "column")
+            grouped = frame.groupby(key, dropna=False)[value_column]
+            series = getattr(grouped, agg)()
+            label = f"{agg}_{value_column}"
+        table = series.reset_index(name=label)
+        out.update(
+            group_by=key,
+            column=column,
+            agg=agg,
+            groups=_records(table.head(MAX_TABLE_ROWS)),
+            truncated=len(table) > MAX_TABLE_ROWS,
+        )
+    else:  # topk
+        value_column = _column(frame, column, "column")
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        ordered = frame.sort_values(value_column, ascending=ascending, kind="stable")
+        out.update(
+            column=value_column,
+            k=min(k, MAX_TABLE_ROWS),
+            ascending=ascending,
+            rows=_records(ordered.head(min(k, MAX_TABLE_ROWS))),
+        )
+    return out

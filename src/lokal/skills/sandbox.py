@@ -1,0 +1,612 @@
+"""Run untrusted Python (model-written code, skill scripts) in a confined child process.
+
+``run_sandboxed(code)`` or ``run_sandboxed(command=["python", "scripts/x.py", ...])`` runs the
+code in a fresh temporary directory (a copy of ``files_from``, plus the workspace read-only at
+``./workspace``) and returns a ``SandboxResult``. docs/sandbox.md states exactly what each mode
+isolates:
+
+* ``bwrap`` (bubblewrap works here): new mount, network, PID, IPC and UTS namespaces; only /usr,
+  the Python installation, the temp dir and the workspace are visible.
+* ``process`` (fallback): new network namespace where the kernel allows it; the host file
+  system is guarded by file permissions (of uid ``nobody`` when started as root).
+* Both: uid ``nobody`` when root, ``no_new_privs``, rlimits, a new session killed as a whole, a
+  scrubbed environment, closed stdin, output capped while read, and a Python audit hook
+  (defence in depth only).
+
+A launcher (``_sandbox_child.py``'s ``launch`` role, run with ``-I -S``) applies rlimits, the
+network namespace, ``no_new_privs`` and the uid switch in a fresh single-threaded process, then
+execs the child; ``preexec_fn`` is avoided because it is unsafe in threaded callers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import functools
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from lokal.errors import ConfigError
+
+__all__ = ["SandboxResult", "run_sandboxed", "sandbox_capabilities", "sandbox_main"]
+
+Mode = Literal["auto", "bwrap", "process"]
+_PYTHON_RE = re.compile(r"^python(3(\.\d+)?)?$")
+_SKIP_COPY = {"__pycache__", ".git", ".venv", "node_modules", ".mypy_cache", ".pytest_cache"}
+MAX_WORKSPACE_COPY_BYTES = 100 * 1024 * 1024
+OUTPUT_KILL_FACTOR = 2  # kill the child once a stream has produced twice the cap
+
+
+@functools.cache
+def _child_source() -> str:
+    """The text of ``_sandbox_child.py``, passed to child interpreters with ``-c``."""
+    return (Path(__file__).with_name("_sandbox_child.py")).read_text(encoding="utf-8")
+
+
+@dataclasses.dataclass
+class SandboxResult:
+    """How a sandboxed run ended. ``limit`` names the limit that was hit, if any."""
+
+    status: Literal["ok", "error", "timeout", "limit"]
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    limit: str | None = None
+    isolation: dict[str, Any] = dataclasses.field(default_factory=dict)
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --- capability probes (lazy, cached) ----------------------------------------------------------
+
+
+def _nobody() -> tuple[int, int]:
+    try:
+        import pwd  # POSIX only; imported here so that lokal.skills imports everywhere
+
+        entry = pwd.getpwnam("nobody")
+        return entry.pw_uid, entry.pw_gid
+    except (ImportError, KeyError):
+        return 65534, 65534
+
+
+def _host_dirs() -> list[str]:
+    """bwrap arguments recreating /bin, /lib… as on the host (symlinks or read-only binds)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for item in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"):
+        args += ["--ro-bind-try", item, item]
+    return args
+
+
+_BWRAP_NAMESPACES = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+
+
+@functools.cache
+def _bwrap() -> str | None:
+    """The bwrap binary when it can create the namespaces we need here, else None."""
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return None
+    probe = [binary, *_BWRAP_NAMESPACES, "--die-with-parent", *_host_dirs()]
+    probe += ["--proc", "/proc", "--dev", "/dev", "/usr/bin/env", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return binary if done.returncode == 0 else None
+
+
+@functools.cache
+def _python_for(uid: int, gid: int) -> str | None:
+    """A Python interpreter the given uid can start (the current one when possible)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [sys.executable, getattr(sys, "_base_executable", None)]
+    candidates += [shutil.which(version), "/usr/bin/python3", "/usr/local/bin/python3"]
+    for candidate in dict.fromkeys(c for c in candidates if c and os.path.exists(c)):
+        try:
+            done = subprocess.run(
+                [candidate, "-I", "-S", "-c", "import json, os"],
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                capture_output=True,
+                timeout=20,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode == 0:
+            return candidate
+    return None
+
+
+def sandbox_capabilities() -> dict[str, Any]:
+    """What the sandbox can use on this machine (probed once, then cached)."""
+    root = os.geteuid() == 0
+    uid, gid = _nobody()
+    return {
+        "bwrap": _bwrap(),
+        "root": root,
+        "unprivileged_uid": uid if root else None,
+        "process_mode_python": _python_for(uid, gid) if root else sys.executable,
+        "default_mode": "bwrap" if _bwrap() else "process",
+    }
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _copy_tree(source: Path, target: Path, *, max_bytes: int | None = None) -> None:
+    """Copy ``source`` into ``target``, skipping caches and symlinks that leave ``source``."""
+    source = source.resolve()
+    if source.is_file():
+        shutil.copy2(source, target / source.name)
+        return
+    total = 0
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        nonlocal total
+        skipped = []
+        for name in names:
+            path = Path(directory) / name
+            if name in _SKIP_COPY or (
+                path.is_symlink() and not path.resolve().is_relative_to(source)
+            ):
+                skipped.append(name)
+            elif path.is_file():
+                total += path.stat().st_size
+        if max_bytes is not None and total > max_bytes:
+            raise ConfigError(
+                f"{source} holds more than {max_bytes // (1024 * 1024)} MB; too large to copy "
+                "into the sandbox (install bubblewrap to mount it instead)"
+            )
+        return skipped
+
+    shutil.copytree(source, target, ignore=ignore, dirs_exist_ok=True, symlinks=False)
+
+
+def _chown_tree(root: Path, uid: int, gid: int, skip: Path | None = None) -> None:
+    os.chown(root, uid, gid)
+    for current, dirs, files in os.walk(root):
+        if skip is not None:
+            dirs[:] = [d for d in dirs if Path(current, d) != skip]
+        for name in dirs + files:
+            os.chown(Path(current, name), uid, gid, follow_symlinks=False)
+
+
+def _make_read_only(root: Path) -> None:
+    for current, _dirs, files in os.walk(root):
+        os.chmod(current, 0o555)
+        for name in files:
+            path = Path(current, name)
+            mode = path.stat().st_mode
+            path.chmod(0o555 if mode & stat.S_IXUSR else 0o444)
+
+
+def _task_count(uid: int) -> int:
+    """Threads the uid runs now (RLIMIT_NPROC counts them all)."""
+    count = 0
+    if not os.path.isdir("/proc"):
+        return 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count
+
+
+def _reap(workdir: str) -> None:
+    """Kill processes left over from a run (started in, or naming, its temp dir)."""
+    marker = workdir.encode()
+    for _ in range(5 if os.path.isdir("/proc") else 0):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                    cmdline = handle.read()
+                cwd = os.readlink(f"/proc/{entry.name}/cwd")
+            except OSError:
+                continue
+            if marker in cmdline or cwd == workdir or cwd.startswith(workdir + os.sep):
+                found = True
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+        if not found:
+            return
+        time.sleep(0.05)
+
+
+def _reader(stream: Any, cap: int, sink: dict[str, Any], overflow: threading.Event) -> None:
+    """Read a pipe to EOF keeping ``cap`` bytes; flag overflow past OUTPUT_KILL_FACTOR x cap."""
+    chunks: list[bytes] = []
+    kept = seen = 0
+    fd = stream.fileno()
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        seen += len(data)
+        if kept < cap:
+            chunks.append(data[: cap - kept])
+            kept += len(chunks[-1])
+        if seen > cap * OUTPUT_KILL_FACTOR:
+            overflow.set()
+    sink["data"] = b"".join(chunks)
+    sink["truncated"] = seen > cap
+
+
+def _python_command(command: list[str]) -> tuple[str, str | None, list[str]] | None:
+    """``(kind, target, argv)`` for ``python …`` commands, None for other programs."""
+    head = command[0]
+    if head != sys.executable and not _PYTHON_RE.match(os.path.basename(head)):
+        return None
+    rest = list(command[1:])
+    while rest and rest[0] in {"-u", "-B", "-I", "-E", "-s", "-S", "-O", "-OO", "-q", "-X"}:
+        rest.pop(0)
+    if not rest:
+        raise ConfigError("a python command needs a script, -c CODE or -m MODULE")
+    if rest[0] == "-c" and len(rest) > 1:
+        return "code", rest[1], ["-c", *rest[2:]]
+    if rest[0] == "-m" and len(rest) > 1:
+        return "module", rest[1], [rest[1], *rest[2:]]
+    if rest[0].startswith("-"):
+        raise ConfigError(f"unsupported python option {rest[0]!r} in the sandbox")
+    return "script", rest[0], rest
+
+
+def _limit_from(stderr: str, sig: int | None) -> str | None:
+    if "MemoryError" in stderr or "Cannot allocate memory" in stderr or "bad_alloc" in stderr:
+        return "memory"
+    if "File too large" in stderr or sig == signal.SIGXFSZ:
+        return "file_size"
+    if "can't start new thread" in stderr or (
+        "Resource temporarily unavailable" in stderr and ("fork" in stderr or "thread" in stderr)
+    ):
+        return "processes"
+    if sig == signal.SIGXCPU:
+        return "cpu"
+    return None
+
+
+# --- the sandbox ------------------------------------------------------------------------------
+
+
+def run_sandboxed(
+    code: str | None = None,
+    *,
+    command: list[str] | None = None,
+    files_from: Path | str | None = None,
+    workspace: Path | str | None = None,
+    timeout: float = 10,
+    memory_mb: int = 512,
+    cpu_seconds: int | None = None,
+    max_file_mb: int = 16,
+    max_processes: int = 64,
+    max_output_bytes: int = 64_000,
+    mode: Mode = "auto",
+    audit_hook: bool = True,
+) -> SandboxResult:
+    """Run Python ``code`` or a ``command`` in the sandbox; see the module docstring.
+
+    ``files_from`` (a skill folder or file) is copied into the fresh working directory;
+    ``workspace`` appears read-only at ``./workspace``. ``cpu_seconds`` defaults to the
+    timeout rounded up plus one. ``mode`` picks the isolation (``auto``: bwrap when it works
+    here, else process); ``audit_hook=False`` leaves out the Python audit hook (tests use it
+    to check the kernel layers alone).
+    """
+    if (code is None) == (command is None):
+        raise ConfigError("give exactly one of code or command")
+    if command is not None and (not command or not all(isinstance(a, str) for a in command)):
+        raise ConfigError("command must be a non-empty list of strings")
+    if mode not in ("auto", "bwrap", "process"):
+        raise ConfigError(f"unknown sandbox mode {mode!r}; use auto, bwrap or process")
+    bwrap = _bwrap() if mode in ("auto", "bwrap") else None
+    if mode == "bwrap" and bwrap is None:
+        raise ConfigError("bubblewrap (bwrap) is not installed or cannot create namespaces here")
+    chosen = "bwrap" if bwrap else "process"
+    root = os.geteuid() == 0
+    uid, gid = _nobody()
+    notes: list[str] = []
+    python = sys.executable
+    drop: list[int] | None = [uid, gid] if root else None
+    if chosen == "process" and root:
+        usable = _python_for(uid, gid)
+        python = usable or sys.executable
+        if usable is None:
+            drop = None
+            notes.append("no Python interpreter is usable by uid nobody: running as root")
+        elif python != sys.executable:
+            notes.append(
+                f"{python} runs the code (the current interpreter is not usable by uid "
+                "nobody), so packages of the current environment are not importable"
+            )
+    if not root:
+        notes.append("not started as root: the code runs under the caller's uid")
+
+    workdir = tempfile.mkdtemp(prefix="lokal-sbx-")
+    started = time.perf_counter()
+    try:
+        work = Path(workdir)
+        if files_from is not None:
+            _copy_tree(Path(files_from), work)
+        ws_mount: str | None = None
+        ws_path = work / "workspace"
+        if workspace is not None:
+            source = Path(workspace).resolve()
+            if not source.is_dir():
+                raise ConfigError(f"workspace {str(workspace)!r} is not a directory")
+            world = source.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH) == 0o5
+            if chosen == "bwrap" and (world or drop is None):
+                ws_path.mkdir(exist_ok=True)
+                ws_mount = "read-only bind mount at ./workspace"
+            else:
+                _copy_tree(source, ws_path, max_bytes=MAX_WORKSPACE_COPY_BYTES)
+                _make_read_only(ws_path)
+                ws_mount = "read-only copy at ./workspace"
+        config: dict[str, Any] = {
+            "cwd": workdir,
+            "drop": drop if chosen == "bwrap" else None,
+            "hook": audit_hook,
+            "read": ["/usr", workdir, "/dev/null", "/dev/urandom", "/dev/zero", "/etc/localtime"],
+            "write": [workdir, "/dev/null"],
+            "readonly": [str(ws_path)] if workspace is not None else [],
+        }
+        if code is not None:
+            (work / ".lokal_code.py").write_text(code, encoding="utf-8")
+            config.update(kind="code", code_file=str(work / ".lokal_code.py"), argv=["<code>"])
+        else:
+            assert command is not None
+            parsed = _python_command(command)
+            if parsed is None:
+                config.update(kind="exec", argv=command)
+            elif parsed[0] == "code":
+                (work / ".lokal_code.py").write_text(parsed[1] or "", encoding="utf-8")
+                config.update(kind="code", code_file=str(work / ".lokal_code.py"), argv=parsed[2])
+            else:
+                config.update(kind=parsed[0], target=parsed[1], argv=parsed[2])
+        if drop is not None:
+            _chown_tree(work, drop[0], drop[1], skip=ws_path)
+        child = [python, "-I", "-B", "-c", _child_source(), "boot", json.dumps(config)]
+        if chosen == "bwrap":
+            assert bwrap is not None
+            child = _bwrap_argv(bwrap, python, workdir, workspace, ws_mount) + child
+
+        nproc_base = _task_count(drop[0]) if drop else _task_count(os.getuid())
+        cpu = cpu_seconds if cpu_seconds is not None else math.ceil(timeout) + 1
+        rlimits = {
+            "RLIMIT_CORE": [0, 0],
+            "RLIMIT_CPU": [cpu, cpu + 1],
+            "RLIMIT_AS": [memory_mb * 1024 * 1024] * 2,
+            "RLIMIT_FSIZE": [max_file_mb * 1024 * 1024] * 2,
+            "RLIMIT_NPROC": [nproc_base + max_processes] * 2,
+        }
+        env = {
+            "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": workdir,
+            "TMPDIR": workdir,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONIOENCODING": "utf-8",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        read_fd, write_fd = os.pipe()  # the launcher reports the layers it applied here
+        launcher = {
+            "rlimits": rlimits,
+            "netns": chosen == "process",
+            "drop": drop if chosen == "process" else None,
+            "fd": write_fd,
+            "argv": child,
+        }
+        argv = [sys.executable, "-I", "-S", "-B", "-c", _child_source(), "launch"]
+        with os.fdopen(read_fd, "rb") as status_pipe:
+            try:
+                proc = subprocess.Popen(
+                    [*argv, json.dumps(launcher)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=workdir,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=(write_fd,),
+                )
+            finally:
+                os.close(write_fd)
+            outcome = _supervise(proc, timeout, max_output_bytes, workdir)
+            raw_status = status_pipe.read()
+        try:
+            applied = json.loads(raw_status or b"{}")
+        except json.JSONDecodeError:
+            applied = {}
+        notes += applied.get("errors", [])
+        isolation = {
+            "mode": chosen,
+            "network_namespace": chosen == "bwrap" or bool(applied.get("netns")),
+            "pid_namespace": chosen == "bwrap",
+            "mount_namespace": chosen == "bwrap",
+            "filesystem": (
+                "bwrap: only /usr, the Python installation, the temp dir and the workspace "
+                "are visible"
+                if chosen == "bwrap"
+                else "host file system, guarded by file permissions"
+                + (" of uid nobody" if drop else "")
+                + (" and the audit hook" if audit_hook else "")
+            ),
+            "uid": drop[0] if drop else applied.get("uid", os.getuid()),
+            "no_new_privs": bool(applied.get("no_new_privs")),
+            "audit_hook": audit_hook and config["kind"] != "exec",
+            "workspace": ws_mount,
+            "rlimits": {
+                "cpu_seconds": cpu,
+                "memory_mb": memory_mb,
+                "file_mb": max_file_mb,
+                "processes": max_processes,
+            },
+            "notes": notes,
+        }
+        return _result(outcome, chosen, isolation, time.perf_counter() - started)
+    finally:
+        _reap(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _bwrap_argv(
+    bwrap: str, python: str, workdir: str, workspace: Path | str | None, ws_mount: str | None
+) -> list[str]:
+    argv = [bwrap, *_BWRAP_NAMESPACES, "--unshare-cgroup-try", "--die-with-parent"]
+    argv += ["--new-session", "--hostname", "sandbox", *_host_dirs()]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    made: set[str] = {"/", "/usr", "/tmp", "/proc", "/dev"}
+
+    def parents(path: str) -> list[str]:
+        out = []
+        for parent in reversed(Path(path).parents):
+            text = str(parent)
+            if text not in made:
+                made.add(text)
+                out += ["--perms", "0755", "--dir", text]
+        return out
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(python)}
+    prefixes |= {os.path.realpath(p) for p in list(prefixes)}
+    for prefix in sorted(prefixes):
+        if prefix.startswith("/usr/") or prefix == "/usr" or not os.path.isdir(prefix):
+            continue
+        argv += [*parents(prefix), "--ro-bind", prefix, prefix]
+    argv += [*parents(workdir), "--bind", workdir, workdir]
+    if workspace is not None and ws_mount and ws_mount.startswith("read-only bind"):
+        target = str(Path(workdir) / "workspace")
+        argv += ["--ro-bind", str(Path(workspace).resolve()), target]
+    return [*argv, "--chdir", workdir, "--"]
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes], timeout: float, cap: int, workdir: str
+) -> dict[str, Any]:
+    """Wait for the child, enforcing the timeout and the output cap; kill its whole group."""
+    overflow = threading.Event()
+    sinks: list[dict[str, Any]] = [{}, {}]
+    readers = [
+        threading.Thread(target=_reader, args=(stream, cap, sink, overflow), daemon=True)
+        for stream, sink in zip((proc.stdout, proc.stderr), sinks, strict=True)
+    ]
+    for thread in readers:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    killed: str | None = None
+    while proc.poll() is None:
+        if overflow.is_set():
+            killed = "output"
+        elif time.monotonic() >= deadline:
+            killed = "timeout"
+        if killed:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            break
+        overflow.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)  # stragglers left in the group
+    _reap(workdir)
+    for thread in readers:
+        thread.join(timeout=5)
+    for stream in (proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):
+            stream.close()  # type: ignore[union-attr]
+    if killed is None and overflow.is_set():
+        killed = "output"
+    return {
+        "returncode": proc.returncode,
+        "killed": killed,
+        "stdout": sinks[0].get("data", b""),
+        "stderr": sinks[1].get("data", b""),
+        "truncated": bool(sinks[0].get("truncated") or sinks[1].get("truncated")),
+    }
+
+
+def _result(
+    outcome: dict[str, Any], mode: str, isolation: dict[str, Any], duration: float
+) -> SandboxResult:
+    stdout = outcome["stdout"].decode("utf-8", errors="replace")
+    stderr = outcome["stderr"].decode("utf-8", errors="replace")
+    code = outcome["returncode"]
+    sig: int | None = None
+    if code is not None and code < 0:
+        sig = -code
+    elif mode == "bwrap" and code is not None and 128 < code < 128 + 65:
+        sig = code - 128  # bwrap reports a child killed by a signal as 128 + signal
+    evidence = _limit_from(stderr, sig) if code != 0 else None
+    if outcome["killed"] == "output":
+        status, limit = "limit", "output"
+        stderr += f"\n[sandbox: output exceeded {OUTPUT_KILL_FACTOR}x the cap; process killed]"
+    elif evidence is not None:
+        status, limit = "limit", evidence
+    elif outcome["killed"] == "timeout":
+        status, limit = "timeout", "timeout"
+    elif code == 0:
+        status, limit = "ok", ("output" if outcome["truncated"] else None)
+    else:
+        status, limit = "error", ("output" if outcome["truncated"] else None)
+    return SandboxResult(status, code, stdout, stderr, limit, isolation, round(duration, 3))
+
+
+# --- CLI --------------------------------------------------------------------------------------
+
+
+def sandbox_main(argv: list[str] | None = None) -> int:
+    """``lokal sandbox FILE.py [--timeout S] [--memory MB] [--workspace DIR]``: print one JSON.
+
+    Returns 0 when the run ended with status ``ok``, 1 otherwise, 2 when it could not run.
+    """
+    parser = argparse.ArgumentParser(
+        prog="lokal sandbox", description="Run a Python file in the lokal sandbox."
+    )
+    parser.add_argument("file", help="the Python file to run")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    parser.add_argument("--memory", type=int, default=512, help="address space in MB")
+    parser.add_argument("--workspace", help="directory shown read-only at ./workspace")
+    parser.add_argument("--mode", choices=["auto", "bwrap", "process"], default="auto")
+    args = parser.parse_args(argv)
+    failure = {"status": "error", "exit_code": None, "stdout": "", "limit": None}
+    try:
+        code = Path(args.file).read_text(encoding="utf-8")
+        result = run_sandboxed(
+            code,
+            workspace=args.workspace,
+            timeout=args.timeout,
+            memory_mb=args.memory,
+            mode=args.mode,
+        )
+    except (OSError, UnicodeDecodeError, ConfigError) as exc:
+        print(json.dumps({**failure, "stderr": f"cannot run {args.file}: {exc}"}))
+        return 2
+    print(json.dumps(result.to_dict(), ensure_ascii=False))
+    return 0 if result.status == "ok" else 1

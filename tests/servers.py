@@ -1,0 +1,75 @@
+"""Real servers on loopback for tests: started, waited for, stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, process: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server exited with {process.returncode}:\n{log.read_text()[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"server at {url} did not answer in {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def run_server(args: list[str], health_url: str, log: Path, timeout: float = 120) -> Iterator[None]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for_http(health_url, process, log, timeout)
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.contextmanager
+def llama_cpp_server(model_path: str, log: Path) -> Iterator[str]:
+    """The llama.cpp server that llama-cpp-python[server] ships, serving ``model_path``."""
+    port = free_port()
+    args = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        model_path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--model_alias",
+        "smollm2",
+        "--n_threads",
+        "2",
+    ]
+    base = f"http://127.0.0.1:{port}/v1"
+    with run_server(args, f"{base}/models", log):
+        yield base

@@ -1,0 +1,138 @@
+"""The real bundled model (SmolLM2-135M-Instruct, Q4_1 GGUF) through llama.cpp.
+
+These tests assert what the framework guarantees (records, token counts, validity under a
+grammar, prefix reuse), never what a 135M model happens to answer.
+"""
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from helpers import DATA, MODEL_CONFIG, basic_tools, load_json
+from lokal.bench.bfcl_data import load_category
+from lokal.config import load_profile
+from lokal.llm.backends import get_backend
+from lokal.llm.decide import generate_ai_message
+from lokal.messages import make_tool_message, validate_ai_message
+from lokal.schema import normalize_tools_schema
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile(MODEL_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def constrained():
+    return load_profile(MODEL_CONFIG, "smollm2-135m-constrained")
+
+
+def assert_valid_against(tools_schema, message):
+    validate_ai_message(message)
+    tools = {t["name"]: t for t in normalize_tools_schema(tools_schema)}
+    for call in message["tool_calls"]:
+        assert call["name"] in tools, call
+        Draft202012Validator(tools[call["name"]]["parameters"]).validate(call["args"])
+
+
+@pytest.mark.parametrize(
+    "messages", ["messages_no_tool.json", "messages_with_tool.json", "messages_multi_tool.json"]
+)
+def test_bundled_model_decisions_are_fully_recorded(profile, messages):
+    result = generate_ai_message(profile, load_json(DATA / "messages" / messages), basic_tools())
+    assert result["model"]["backend"] == "llamacpp"
+    assert result["attempts"], "every attempt is recorded"
+    for attempt in result["attempts"]:
+        assert attempt["usage"]["prompt_tokens"] > 0
+        assert attempt["usage"]["completion_tokens"] > 0
+        assert attempt["raw_text"] == attempt["raw_text"].strip() or attempt["raw_text"]
+    assert result["status"] in ("success", "error")
+    if result["status"] == "success":
+        assert_valid_against(basic_tools(), result["ai_message"])
+    else:
+        assert result["error"]["message"]
+
+
+def test_loaded_model_is_kept_between_decisions(profile):
+    assert get_backend(profile) is get_backend(load_profile(MODEL_CONFIG, "smollm2-135m"))
+    assert get_backend(profile) is get_backend(
+        load_profile(MODEL_CONFIG, "smollm2-135m-constrained")
+    )
+
+
+def constrained_cases():
+    cases = [
+        (name, load_json(DATA / "messages" / name), basic_tools())
+        for name in (
+            "messages_no_tool.json",
+            "messages_with_tool.json",
+            "messages_multi_tool.json",
+            "messages_plan_with_results.json",
+            "messages_with_failed_tool.json",
+        )
+    ]
+    for category in (
+        "simple_python",
+        "multiple",
+        "parallel",
+        "parallel_multiple",
+        "irrelevance",
+        "live_simple",
+        "live_multiple",
+    ):
+        for entry in load_category(category, limit=2):
+            cases.append((entry["id"], entry["question"][0], entry["function"]))
+    return cases
+
+
+def test_constrained_replies_are_always_valid_messages(constrained):
+    """Over example inputs and a BFCL sample: names exist, arguments validate."""
+    seen = 0
+    for case_id, messages, tools in constrained_cases():
+        result = generate_ai_message(constrained, messages, tools)
+        assert result["status"] == "success", (case_id, result["error"], result["raw_text"])
+        assert result["tool_calling"] == "constrained"
+        assert_valid_against(tools, result["ai_message"])
+        assert result["parse"]["format"] == "json_envelope"
+        seen += 1
+    assert seen >= 19
+
+
+def test_constrained_plan_is_valid(constrained):
+    result = generate_ai_message(
+        constrained,
+        load_json(DATA / "messages" / "messages_plan_input.json"),
+        basic_tools(),
+        mode="plan_execute",
+    )
+    assert result["status"] == "success", result["error"]
+    assert_valid_against(basic_tools(), result["ai_message"])
+    assert result["parse"]["format"] in ("plan", "json_envelope")
+
+
+def test_growing_conversation_reuses_the_evaluated_prefix(profile):
+    tools = basic_tools()
+    first_turn = [{"role": "user", "content": "Read docs/agent_intro.txt please."}]
+    first = generate_ai_message(profile, first_turn, tools)
+    call = {"id": "call_001", "name": "file_reader", "args": {"path": "docs/agent_intro.txt"}}
+    second_turn = [
+        *first_turn,
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        make_tool_message(call, output={"content": "Agents combine a model, tools and memory."}),
+    ]
+    second = generate_ai_message(profile, second_turn, tools)
+    third_turn = [
+        *second_turn,
+        {"role": "assistant", "content": "", "tool_calls": [{**call, "id": "call_002"}]},
+        make_tool_message({**call, "id": "call_002"}, output={"content": "Same text."}),
+    ]
+    third = generate_ai_message(profile, third_turn, tools)
+    prompts = [r["attempts"][0]["backend"]["prompt_text"] for r in (first, second, third)]
+    # the rendered history is byte-identical from turn to turn: each prompt's history part
+    # (everything before the generation prompt / reminder) is a prefix of the next prompt
+    history_2 = prompts[1][: prompts[1].rindex("<|im_start|>user")]
+    assert prompts[2].startswith(history_2)
+    assert prompts[1].startswith(prompts[0][: prompts[0].rindex("<|im_start|>assistant")])
+    history_tokens = get_backend(profile).llm.tokenize(history_2.encode("utf-8"), special=True)
+    reused = third["attempts"][0]["backend"]["reused_prompt_tokens"]
+    assert reused >= len(history_tokens) - 1
+    assert third["attempts"][0]["usage"]["prompt_tokens"] > len(history_tokens)
