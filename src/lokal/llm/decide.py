@@ -24,7 +24,7 @@ from lokal.llm.backends import (
     check_mode_supported,
     get_backend,
 )
-from lokal.llm.parsing import ParseResult, parse_model_output
+from lokal.llm.parsing import ParseResult, coerce_args, parse_model_output, resolve_tool_name
 from lokal.llm.plan import parse_plan_output
 from lokal.llm.prompts import build_prompt_messages, fit_messages
 from lokal.messages import make_ai_message
@@ -297,8 +297,6 @@ def _interpret(
     native = _native_message(completion)
     if native is not None:
         # Native calls still go through the parser's name and type checks.
-        from lokal.llm.parsing import coerce_args, resolve_tool_name
-
         index = {tool["name"]: tool for tool in tools}
         calls = []
         for call in native["tool_calls"]:
