@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml $(BIN)/python
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/lokal run "Read docs/agent_intro.txt and tell me what an agent is made of." \
+	$(BIN)/lokal run "Use the file_reader tool to read docs/agent_intro.txt, then tell me what an agent is made of." \
 		--model_name smollm2-135m-constrained --workspace data/workspace \
 		--skills data/skills --max_iterations 4 --trace outputs/run_trace.jsonl
 

@@ -17,7 +17,6 @@ from lokal.messages import read_tool_result
 
 __all__ = [
     "build_prompt_messages",
-    "example_arguments",
     "load_template",
     "render_history",
     "tool_result_reminder",
@@ -38,28 +37,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
-def example_arguments(parameters: dict[str, Any]) -> dict[str, Any]:
-    """Placeholder arguments for a tool's required parameters (for the prompt's example)."""
-    properties = parameters.get("properties") or {}
-    required = parameters.get("required") or list(properties)[:1]
-    placeholders = {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
-    example: dict[str, Any] = {}
-    for name in required:
-        spec = properties.get(name) or {}
-        if spec.get("enum"):
-            example[name] = spec["enum"][0]
-        else:
-            kind = spec.get("type")
-            kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
-            example[name] = placeholders.get(kind, f"<{name}>")
-    return example
-
-
-def _call_form(tools: list[dict[str, Any]]) -> str:
-    if not tools:
-        return '{"content": "", "tool_calls": [{"name": "<tool name>", "args": {}}]}'
-    calls = [{"name": t["name"], "args": example_arguments(t["parameters"])} for t in tools[:2]]
-    return _dumps({"content": "", "tool_calls": calls})
+# Generic on purpose: tiny models copy concrete example arguments into their calls.
+CALL_FORM = '{"content": "", "tool_calls": [{"name": "<tool name>", "args": {<arguments>}}]}'
 
 
 def tools_block(tools: list[dict[str, Any]]) -> str:
@@ -70,9 +49,7 @@ def tools_block(tools: list[dict[str, Any]]) -> str:
 def _fill(name: str, tools: list[dict[str, Any]], constrained: bool) -> str:
     text = Template(load_template(name)).safe_substitute(
         answer_form=CONSTRAINED_ANSWER_FORM if constrained else ANSWER_FORM,
-        call_form=_call_form(tools).replace('"content": "", ', "")
-        if constrained
-        else _call_form(tools),
+        call_form=CALL_FORM.replace('"content": "", ', "") if constrained else CALL_FORM,
     )
     return text.rstrip() + "\n\n" + tools_block(tools)
 
