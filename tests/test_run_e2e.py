@@ -12,7 +12,7 @@ def test_lokal_run_on_the_bundled_model_writes_a_complete_trace(tmp_path, capsys
     code = main(
         [
             "run",
-            "Read docs/agent_intro.txt and tell me what an agent is made of.",
+            "Use the file_reader tool to read docs/agent_intro.txt, then tell me what it says.",
             "--model_config",
             str(MODEL_CONFIG),
             "--model_name",
