@@ -1,3 +1,16 @@
+"""Test-wide settings: user state goes to a temporary LOKAL_HOME, never ~/.local/share."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_lokal_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own LOKAL_HOME (conversations, memory, document index)."""
+    home = tmp_path_factory.mktemp("lokal-home")
+    monkeypatch.setenv("LOKAL_HOME", str(home))
+    return home
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Print the output parser's recovery rate over tests/data/parser_corpus.json."""
     counts = {"recover": [0, 0], "error": [0, 0]}  # kind -> [recovered, total]

@@ -59,6 +59,28 @@ def test_loaded_model_is_kept_between_decisions(profile):
     )
 
 
+def bench_cases():
+    """The batch benchmark's cases (data/bench_cases): messages, tools and decision mode."""
+    for path in sorted((DATA / "bench_cases").glob("*.json")):
+        case = load_json(path)
+        yield (
+            case["id"],
+            case["messages"],
+            case.get("tools") or basic_tools(),
+            case.get("mode", "prompt_json"),
+        )
+
+
+def test_constrained_replies_over_the_bench_cases_are_always_valid(constrained):
+    seen = 0
+    for case_id, messages, tools, mode in bench_cases():
+        result = generate_ai_message(constrained, messages, tools, mode=mode)
+        assert result["status"] == "success", (case_id, result["error"], result["raw_text"])
+        assert_valid_against(tools, result["ai_message"])
+        seen += 1
+    assert seen >= 30
+
+
 def constrained_cases():
     cases = [
         (name, load_json(DATA / "messages" / name), basic_tools())

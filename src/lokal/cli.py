@@ -93,7 +93,12 @@ def decide_command(args: argparse.Namespace) -> int:
 
 
 # Modules that register further subcommands with @subcommand when imported.
-_COMMAND_MODULES: tuple[str, ...] = ("lokal.cli_run",)
+_COMMAND_MODULES: tuple[str, ...] = (
+    "lokal.cli_run",
+    "lokal.bench.cli",
+    "lokal.rag.cli",
+    "lokal.memory.cli",
+)
 
 
 def _load_subcommands() -> None:

@@ -26,6 +26,21 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", default=None, help="write every step as JSON lines")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quiet", action="store_true", help="no live progress")
+    parser.add_argument(
+        "--conversation", default=None, help="continue (or start) this stored conversation"
+    )
+    parser.add_argument(
+        "--memory_dir", default=None, help="global memory *.md (default $LOKAL_HOME/memory)"
+    )
+    parser.add_argument("--summarize", action="store_true", help="save a summary of the run")
+    parser.add_argument(
+        "--store",
+        choices=["sqlite", "chroma"],
+        default=None,
+        help="document index for knowledge_search (default: the SQLite index if it exists)",
+    )
+    parser.add_argument("--store_path", default=None, help="SQLite index file")
+    parser.add_argument("--chroma_url", default=None, help="Chroma server URL")
 
 
 def build_agent(args: argparse.Namespace) -> Any:
@@ -53,13 +68,54 @@ def build_agent(args: argparse.Namespace) -> Any:
         strategy=args.strategy,
         time_budget_s=args.time_budget,
     )
-    return Agent(profile, registry, settings=settings, system_prompt=system)
+    agent = Agent(profile, registry, settings=settings, system_prompt=system)
+    _add_memory_and_knowledge(agent, args)
+    return agent
+
+
+def _add_memory_and_knowledge(agent: Any, args: argparse.Namespace) -> None:
+    """Memory (global + selected notes, the ``remember`` tool, the run recorded step by step
+    in a conversation) and, when an index exists or ``--store`` is given, ``knowledge_search``."""
+    from pathlib import Path
+
+    from lokal.memory.store import Memory
+
+    memory = Memory(
+        memory_dir=getattr(args, "memory_dir", None),
+        conversation=getattr(args, "conversation", None),
+        summarize=getattr(args, "summarize", False),
+    )
+    store_kind = getattr(args, "store", None)
+    store_path = getattr(args, "store_path", None)
+    if store_kind is None:
+        from lokal.rag.stores import default_store_path
+
+        store_kind = "sqlite" if Path(store_path or default_store_path()).is_file() else None
+    if store_kind is not None:
+        _add_knowledge(agent, store_kind, store_path, getattr(args, "chroma_url", None))
+    memory.attach(agent)
+
+
+def _add_knowledge(agent: Any, store_kind: str, store_path: Any, chroma_url: Any) -> None:
+    from lokal.rag.answer import knowledge_search_tool
+    from lokal.rag.index import open_rag
+    from lokal.rag.retrieval import Retriever
+
+    store, embedder = open_rag(store_kind, store_path=store_path, chroma_url=chroma_url)
+    agent.registry.register(knowledge_search_tool(Retriever(store, embedder)), replace=True)
+    agent.system_prompt = (agent.system_prompt or "") + (
+        "\n\nUse knowledge_search to look facts up in the indexed documents."
+    )
 
 
 def _short(value: Any, limit: int = 120) -> str:
+    """One line of at most ``limit`` characters, escaped for rich markup (model text may hold
+    square brackets)."""
+    from rich.markup import escape
+
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 class LiveProgress:
@@ -74,7 +130,7 @@ class LiveProgress:
         kind = event["type"]
         c = self.console
         if kind == "run_start":
-            c.print(f"[bold]question[/]: {event['question']}")
+            c.print(f"[bold]question[/]: {_short(event['question'], 500)}")
             c.print(f"[dim]tools: {', '.join(event['tools'])}[/]")
         elif kind == "decision":
             usage = event["usage"]
@@ -119,7 +175,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.quiet:
         agent.subscribe(LiveProgress())
     try:
-        result = agent.run(args.question)
+        history = agent.memory.history() if hasattr(agent.memory, "history") else []
+        result = agent.run(args.question, history=history)
     finally:
         if trace:
             trace.close()

@@ -410,7 +410,8 @@ class ToolRegistry:
 
         ``tool_start`` payload: ``index, call_id, name, args, start_perf, start_time``.
         ``tool_end`` payload adds ``end_perf, end_time, duration_s, status`` ("success" or
-        "error"), ``error`` (text or None) and ``timed_out`` (bool). ``*_perf`` stamps are
+        "error"), ``error`` (text or None), ``timed_out`` (bool) and ``message`` (the ToolMessage,
+        so a subscriber can store each result as soon as it exists). ``*_perf`` stamps are
         ``time.perf_counter()``, ``*_time`` stamps are ``time.time()``.
         """
         jobs = [
@@ -505,6 +506,7 @@ class ToolRegistry:
                     "status": "error" if error is not None else "success",
                     "error": error,
                     "timed_out": timed_out,
+                    "message": job.message,
                 },
             )
 

@@ -1,0 +1,242 @@
+"""``lokal bench`` and ``lokal bfcl``."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lokal.cli import read_json_file, subcommand
+from lokal.errors import ConfigError
+
+_TC_MODES = ("prompt_json", "builtin", "constrained")
+
+
+def _split(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+@contextmanager
+def _progress_bar(description: str, total: int) -> Iterator[Callable[[], None]]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=False,
+    ) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda: progress.advance(task)
+
+
+def _machine() -> dict[str, str]:
+    import os
+
+    return {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": str(os.cpu_count()),
+        "system": platform.system(),
+    }
+
+
+def _concurrency_note(backends: set[str], concurrency: int) -> str | None:
+    if concurrency > 1 and backends - {"openai", "mock"}:
+        return (
+            f"concurrency {concurrency}: in-process backends ({', '.join(sorted(backends))}) "
+            "run one generation at a time (model lock), so this gains nothing; "
+            "a server backend (openai) gains"
+        )
+    return None
+
+
+# --- lokal bench ------------------------------------------------------------------------------
+
+
+def _bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model_config", default=None, help="model.yaml (default configs/)")
+    parser.add_argument(
+        "--profiles", default=None, help="comma list of profiles (default: the default profile)"
+    )
+    parser.add_argument(
+        "--modes",
+        default=None,
+        help="comma list of tool_calling modes: prompt_json,builtin,constrained "
+        "(default: each profile's own)",
+    )
+    parser.add_argument("--cases", default="data/bench_cases", help="directory of case files")
+    parser.add_argument(
+        "--tools_schema",
+        default="data/messages/tools_schema_basic.json",
+        help="tools for cases that carry none",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["prompt_json", "plan_execute", "mock"],
+        default="prompt_json",
+        help="decision mode (a case's own mode wins unless this is mock)",
+    )
+    parser.add_argument("--outdir", default="outputs/bench", help="where the reports go")
+    parser.add_argument("--concurrency", type=int, default=1, help="cases in flight at once")
+
+
+@subcommand("bench", "batch benchmark: case files × profiles × modes → reports", _bench_arguments)
+def bench_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from lokal.bench.batch import load_cases, run_bench, summarize
+    from lokal.bench.report import write_report
+    from lokal.config import load_profile
+
+    console = Console()
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    modes = _split(args.modes) or [None]
+    for mode in modes:
+        if mode not in (None, *_TC_MODES):
+            raise ConfigError(f"--modes: {mode!r} is not one of {', '.join(_TC_MODES)}")
+    profiles = [load_profile(args.model_config, name) for name in _split(args.profiles) or [None]]
+    cases = load_cases(args.cases)
+    tools = read_json_file(args.tools_schema, "tools_schema")
+    backends = {"mock"} if args.mode == "mock" else {p.backend for p in profiles}
+    note = _concurrency_note(backends, args.concurrency)
+    if note:
+        console.print(f"[yellow]{note}[/yellow]")
+    total = len(profiles) * len(modes) * len(cases)
+    started = time.perf_counter()
+    with _progress_bar("lokal bench", total) as advance:
+        records = run_bench(
+            profiles,
+            modes,
+            cases,
+            tools,
+            decision_mode=args.mode,
+            concurrency=args.concurrency,
+            progress=advance,
+        )
+    summary = summarize(records)
+    meta = {
+        "command": "lokal bench",
+        "cases_dir": str(args.cases),
+        "decision_mode": args.mode,
+        "profiles": [p.name for p in profiles],
+        "concurrency": args.concurrency,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+        **_machine(),
+    }
+    paths = write_report(args.outdir, records, summary, meta)
+    table = Table(title=f"lokal bench: {len(cases)} cases")
+    for header in ("profile/mode", "success %", "correct %", "latency mean", "p50", "p95"):
+        table.add_column(header)
+    for key, s in summary.items():
+        table.add_row(
+            key,
+            f"{s['success_rate']:.1f}",
+            f"{s['correct_rate']:.1f}",
+            f"{s['latency_ms_mean']:.0f}",
+            f"{s['latency_ms_p50']:.0f}",
+            f"{s['latency_ms_p95']:.0f}",
+        )
+    console.print(table)
+    console.print(f"reports: {paths['report']}, {paths['summary']}, {paths['cases']}")
+    return 0
+
+
+# --- lokal bfcl -------------------------------------------------------------------------------
+
+
+def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
+    from lokal.bench.bfcl import PIPELINES
+    from lokal.bench.bfcl_data import AST_CATEGORIES
+
+    parser.add_argument("--model_config", default=None, help="model.yaml (default configs/)")
+    parser.add_argument("--profile", default=None, help="model profile (default: the default)")
+    parser.add_argument(
+        "--categories", default=",".join(AST_CATEGORIES), help="comma list (default: all 10)"
+    )
+    parser.add_argument(
+        "--pipelines", default=",".join(PIPELINES), help=f"comma list of {', '.join(PIPELINES)}"
+    )
+    parser.add_argument("--limit", type=int, default=None, help="questions per category")
+    parser.add_argument("--outdir", default="outputs/bfcl", help="where results go")
+    parser.add_argument("--concurrency", type=int, default=1, help="questions in flight at once")
+
+
+@subcommand("bfcl", "BFCL v4 AST categories through several pipelines, scored", _bfcl_arguments)
+def bfcl_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from lokal.bench.bfcl import run_bfcl, write_scores
+    from lokal.config import load_profile
+
+    console = Console()
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError("--limit must be at least 1")
+    categories = _split(args.categories)
+    pipelines = _split(args.pipelines)
+    profile = load_profile(args.model_config, args.profile)
+    note = _concurrency_note({profile.backend}, args.concurrency)
+    if note:
+        console.print(f"[yellow]{note}[/yellow]")
+    from lokal.bench.bfcl_data import load_category
+
+    total = len(pipelines) * sum(len(load_category(c, args.limit)) for c in categories)
+    started = time.perf_counter()
+    with _progress_bar("lokal bfcl", total) as advance:
+        rows = run_bfcl(
+            profile,
+            categories,
+            pipelines,
+            limit=args.limit,
+            concurrency=args.concurrency,
+            progress=advance,
+        )
+    meta = {
+        "command": "lokal bfcl",
+        "model": profile.display_name,
+        "profile": profile.name,
+        "limit": args.limit,
+        "concurrency": args.concurrency,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+        **_machine(),
+    }
+    scores = write_scores(Path(args.outdir), rows, categories, meta)
+    table = Table(title=f"BFCL v4 AST accuracy %, {profile.display_name}")
+    table.add_column("pipeline")
+    for category in categories:
+        table.add_column(category)
+    table.add_column("overall")
+    table.add_column("valid %")
+    for pipeline, entry in scores["pipelines"].items():
+        cells = [
+            f"{entry['categories'][c]['accuracy']:.1f}" if c in entry["categories"] else "-"
+            for c in categories
+        ]
+        table.add_row(
+            pipeline,
+            *cells,
+            f"{entry['overall']['accuracy_mean_of_categories']:.1f}",
+            f"{entry['overall']['valid_rate']:.1f}",
+        )
+    console.print(table)
+    for pipeline, entry in scores["pipelines"].items():
+        console.print(f"  {pipeline}: {entry['description']}")
+    console.print(f"results: {Path(args.outdir) / 'results.jsonl'}, scores.json, scores.md")
+    return 0

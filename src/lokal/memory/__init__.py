@@ -1,0 +1,16 @@
+"""Memory (B5): global memory, selected notes, conversations in SQLite."""
+
+from lokal.memory.conversations import ConversationRecorder, ConversationStore
+from lokal.memory.db import connect, db_path, lokal_home
+from lokal.memory.store import Memory, extractive_summary, remember_tool
+
+__all__ = [
+    "ConversationRecorder",
+    "ConversationStore",
+    "Memory",
+    "connect",
+    "db_path",
+    "extractive_summary",
+    "lokal_home",
+    "remember_tool",
+]

@@ -1,0 +1,1 @@
+"""Retrieval-augmented generation: load, chunk, embed, store, retrieve, answer with citations."""

@@ -1,0 +1,126 @@
+"""``lokal rag index|ask|search|stats|eval``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from lokal.cli import add_model_arguments, subcommand
+from lokal.errors import LokalError
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", choices=["sqlite", "chroma"], default="sqlite")
+    parser.add_argument(
+        "--store_path", default=None, help="SQLite index file (default $LOKAL_HOME/rag/index.db)"
+    )
+    parser.add_argument("--chroma_url", default=None, help="e.g. http://127.0.0.1:8000")
+    parser.add_argument("--collection", default="lokal", help="Chroma collection")
+    parser.add_argument(
+        "--embeddings_url", default=None, help="OpenAI-compatible /v1 base for embeddings"
+    )
+
+
+def open_from_args(args: argparse.Namespace):
+    from lokal.rag.index import open_rag
+
+    return open_rag(
+        args.store,
+        store_path=args.store_path,
+        chroma_url=args.chroma_url,
+        collection=args.collection,
+        embeddings_url=args.embeddings_url,
+    )
+
+
+def _rag_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="rag_command", required=True)
+    index = sub.add_parser("index", help="index a directory or a file")
+    index.add_argument("path")
+    index.add_argument("--max_tokens", type=int, default=200)
+    index.add_argument("--overlap", type=int, default=40)
+    index.add_argument("--quiet", action="store_true")
+    ask = sub.add_parser("ask", help="answer from the indexed documents, with citations")
+    ask.add_argument("question")
+    ask.add_argument("--k", type=int, default=4)
+    ask.add_argument("--method", choices=["vector", "bm25", "hybrid"], default="hybrid")
+    ask.add_argument("--json", action="store_true")
+    add_model_arguments(ask)
+    search = sub.add_parser("search", help="the best chunks for a query")
+    search.add_argument("query")
+    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--method", choices=["vector", "bm25", "hybrid"], default="hybrid")
+    search.add_argument("--source", default=None, help="only chunks of this source")
+    search.add_argument("--json", action="store_true", help="print one JSON list")
+    sub.add_parser("stats", help="chunks and sources in the index")
+    evaluate = sub.add_parser("eval", help="hit@1, hit@5, MRR on a labelled question set")
+    evaluate.add_argument("--questions", default="data/rag_eval/questions.json")
+    evaluate.add_argument("--docs", default="data/docs")
+    evaluate.add_argument("--json", action="store_true")
+    for p in (index, ask, search, sub.choices["stats"], evaluate):
+        add_store_arguments(p)
+
+
+@subcommand("rag", "documents: index, ask, search, stats, eval", _rag_arguments)
+def rag_command(args: argparse.Namespace) -> int:
+    from lokal.rag.retrieval import Retriever
+
+    store, embedder = open_from_args(args)
+    try:
+        if args.rag_command == "index":
+            from lokal.rag.index import Indexer
+
+            indexer = Indexer(store, embedder, max_tokens=args.max_tokens, overlap=args.overlap)
+            report = indexer.index_path(args.path, progress=not args.quiet)
+            print(json.dumps({**report.to_dict(), "total_chunks": store.count()}))
+            return 0
+        if args.rag_command == "stats":
+            sources = store.sources()
+            print(
+                json.dumps(
+                    {
+                        "store": store.name,
+                        "chunks": store.count(),
+                        "sources": len(sources),
+                        "files": sorted(sources),
+                    },
+                    indent=2,
+                )
+            )
+            return 0
+        if args.rag_command == "eval":
+            from lokal.rag.evaluate import evaluate, markdown_table
+
+            results = evaluate(args.questions, args.docs, embedder)
+            print(json.dumps(results, indent=2) if args.json else markdown_table(results))
+            return 0
+        if store.count() == 0:
+            raise LokalError("the index is empty; run `lokal rag index DIR` first")
+        retriever = Retriever(store, embedder)
+        if args.rag_command == "search":
+            where = {"source": args.source} if args.source else None
+            hits = retriever.search(args.query, k=args.k, method=args.method, where=where)
+            rows = [h.to_dict() for h in hits]
+            if args.json:
+                print(json.dumps(rows, ensure_ascii=False))
+            else:
+                for row in rows:
+                    text = " ".join(row["text"].split())[:160]
+                    print(f"{row['score']:.4f}  {row['source']}#{row['chunk']}  {text}")
+            return 0
+        from lokal.config import announce, load_profile
+        from lokal.rag.answer import answer_question
+
+        profile = load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
+        announce(profile)
+        record = answer_question(args.question, retriever, profile, k=args.k, method=args.method)
+        if args.json:
+            print(json.dumps(record, ensure_ascii=False, indent=2))
+        else:
+            print(record["answer"])
+        return 0 if record["status"] in ("success", "no_context") else 1
+    finally:
+        store.close()
+        embedder.close()
+        sys.stdout.flush()

@@ -1,0 +1,136 @@
+"""Retrieval: cosine top-k from the store, BM25 (bm25s) over the same chunks, and hybrid —
+both lists fused by reciprocal rank fusion (score = sum of 1 / (60 + rank))."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from lokal.rag.embeddings import Embedder
+from lokal.rag.stores import Hit, VectorStore
+
+__all__ = ["BM25Index", "Retriever", "rrf"]
+
+RRF_K = 60
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STOPWORDS = (
+    "a an and are as at be by do does for from has have how i in is it its of on or that the "
+    "this to was what when where which who why will with you your can"
+)
+_STOP = frozenset(_STOPWORDS.split())
+
+
+def tokenize(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+class BM25Index:
+    """BM25 (bm25s, Lucene variant) over a fixed list of items with a ``.text``."""
+
+    def __init__(self, items: Sequence[Any], texts: Sequence[str] | None = None) -> None:
+        import bm25s
+
+        self.items = list(items)
+        texts = list(texts) if texts is not None else [item.text for item in self.items]
+        self.model = bm25s.BM25()
+        self.model.index([tokenize(t) or ["_"] for t in texts], show_progress=False)
+        self.vocab = self.model.vocab_dict
+
+    def search(self, query: str, k: int = 5) -> list[tuple[Any, float]]:
+        if not self.items:
+            return []
+        words = [w for w in tokenize(query) if w in self.vocab]
+        if not words:
+            return []
+        scores = self.model.get_scores(words)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(self.items[i], float(scores[i])) for i in order if scores[i] > 0]
+
+
+def rrf(
+    rankings: list[list[Any]], key=lambda item: item, k: int = RRF_K
+) -> list[tuple[Any, float]]:
+    """Reciprocal rank fusion of several rankings (best first): ``sum 1/(k + rank)``."""
+    scores: dict[Any, float] = {}
+    first: dict[Any, Any] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            ident = key(item)
+            scores[ident] = scores.get(ident, 0.0) + 1.0 / (k + rank)
+            first.setdefault(ident, item)
+    ordered = sorted(scores, key=lambda ident: -scores[ident])
+    return [(first[ident], scores[ident]) for ident in ordered]
+
+
+Method = Literal["vector", "bm25", "hybrid"]
+
+
+class Retriever:
+    """Searches one store with one embedder: ``vector``, ``bm25`` or ``hybrid`` (default)."""
+
+    def __init__(self, store: VectorStore, embedder: Embedder, candidates: int = 20) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.candidates = candidates
+        self._bm25: BM25Index | None = None
+        self._bm25_count = -1
+
+    def bm25(self) -> BM25Index:
+        count = self.store.count()
+        if self._bm25 is None or count != self._bm25_count:
+            self._bm25 = BM25Index(self.store.chunks())
+            self._bm25_count = count
+        return self._bm25
+
+    def _filter(self, hits: list[Hit], where: dict[str, Any] | None) -> list[Hit]:
+        if not where:
+            return hits
+
+        def ok(hit: Hit) -> bool:
+            for key, value in where.items():
+                got = getattr(hit, key, None) if key in ("source", "heading") else None
+                got = hit.metadata.get(key) if got is None else got
+                allowed = value if isinstance(value, list | tuple | set) else [value]
+                if got not in allowed:
+                    return False
+            return True
+
+        return [h for h in hits if ok(h)]
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        method: Method = "hybrid",
+        where: dict[str, Any] | None = None,
+    ) -> list[Hit]:
+        if method == "bm25":
+            found = self.bm25().search(query, max(k, self.candidates) if where else k)
+            hits = [_scored(h, s) for h, s in found]
+            return self._filter(hits, where)[:k]
+        vector = self.embedder.embed([query])[0]
+        if method == "vector":
+            return self.store.query(vector, k=k, where=where)
+        if method != "hybrid":
+            raise ValueError("method must be vector, bm25 or hybrid")
+        n = max(k, self.candidates)
+        dense = self.store.query(vector, k=n, where=where)
+        sparse = self._filter([h for h, _ in self.bm25().search(query, n * 2)], where)[:n]
+        fused = rrf([dense, sparse], key=lambda h: h.id)
+        return [_scored(hit, score) for hit, score in fused[:k]]
+
+
+def _scored(hit: Hit, score: float) -> Hit:
+    return Hit(
+        source=hit.source,
+        index=hit.index,
+        text=hit.text,
+        score=score,
+        heading=hit.heading,
+        start=hit.start,
+        end=hit.end,
+        metadata=hit.metadata,
+    )

@@ -1,0 +1,266 @@
+"""lokal bench: the case files, judging, reports, and independence from --concurrency."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+import yaml
+
+from helpers import DATA, MODEL_CONFIG, basic_tools, envelope
+from lokal.bench.batch import judge, load_cases, percentile, run_bench, summarize
+from lokal.bench.report import CHARTS
+from lokal.cli import main
+from lokal.config import load_profile
+from lokal.errors import ConfigError
+from lokal.llm.backends.scripted import ScriptedBackend
+
+CASES_DIR = DATA / "bench_cases"
+SEED_SCENARIOS = (
+    "file_read",
+    "calculator",
+    "file_search",
+    "multi_tool",
+    "direct_answer",
+    "table_analyzer",
+)
+
+
+def _without_timing(records):
+    return [{k: v for k, v in r.items() if k != "latency_ms"} for r in records]
+
+
+def test_case_files_are_complete():
+    cases = load_cases(CASES_DIR)
+    assert len(cases) >= 30
+    ids = [c["id"] for c in cases]
+    assert len(set(ids)) == len(ids)
+    assert set(SEED_SCENARIOS) <= set(ids)
+    kinds = {
+        "plan": any(c.get("mode") == "plan_execute" for c in cases),
+        "skills": any(
+            any((t.get("function") or t)["name"] == "read_skill" for t in c.get("tools", []))
+            for c in cases
+        ),
+        "failed tool": any(
+            c["messages"][-1]["role"] == "tool" and c["messages"][-1]["status"] == "error"
+            for c in cases
+        ),
+        "no tool": any(c["expect"].get("no_tool") for c in cases),
+        "several tools": any(len(c["expect"].get("tool_calls", [])) >= 2 for c in cases),
+        "follow-up": any(
+            c["messages"][-1]["role"] == "tool" and c["expect"].get("content_contains")
+            for c in cases
+        ),
+        "chinese": any(
+            any("\u4e00" <= ch <= "\u9fff" for ch in c["messages"][-1]["content"])
+            for c in cases
+            if c["messages"][-1]["role"] == "user"
+        ),
+    }
+    assert all(kinds.values()), kinds
+    for case in cases:
+        assert case["description"]
+        expect = case["expect"]
+        assert {"tool_calls", "no_tool", "content_contains"} & set(expect), case["id"]
+
+
+def test_mock_bench_over_all_cases_writes_the_reports(tmp_path, capsys):
+    outdir = tmp_path / "bench"
+    code = main(
+        [
+            "bench",
+            "--model_config", str(MODEL_CONFIG),
+            "--cases", str(CASES_DIR),
+            "--tools_schema", str(DATA / "messages" / "tools_schema_basic.json"),
+            "--mode", "mock",
+            "--modes", "prompt_json,constrained",
+            "--outdir", str(outdir),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    n_cases = len(load_cases(CASES_DIR))
+    summary = json.loads((outdir / "summary.json").read_text("utf-8"))
+    assert set(summary["summary"]) == {"smollm2-135m/prompt_json", "smollm2-135m/constrained"}
+    for group in summary["summary"].values():
+        assert group["cases"] == n_cases
+        for field in (
+            "success_rate", "correct_rate", "latency_ms_mean", "latency_ms_p50",
+            "latency_ms_p95", "prompt_tokens_total", "completion_tokens_total",
+            "prompt_tokens_mean", "completion_tokens_mean",
+        ):  # fmt: skip
+            assert field in group
+        assert group["success_rate"] == 100.0  # the mock always answers validly
+    lines = (outdir / "cases.jsonl").read_text("utf-8").splitlines()
+    assert len(lines) == 2 * n_cases
+    record = json.loads(lines[0])
+    for field in (
+        "case", "profile", "mode", "status", "valid", "correct", "latency_ms", "prompt_tokens",
+        "completion_tokens", "tool_calls_count", "content_len", "parse_format", "retries", "error",
+    ):  # fmt: skip
+        assert field in record
+    page = (outdir / "report.html").read_text("utf-8")
+    assert page.count('<img alt="') == len(CHARTS)
+    for name in CHARTS:
+        assert f'<img alt="{name}" src="data:image/png;base64,' in page
+        assert (outdir / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "http://" not in page and "https://" not in page  # self-contained
+    _assert_valid_html(page)
+    assert "lokal bench" in capsys.readouterr().out
+
+
+class _TagChecker(HTMLParser):
+    VOID = frozenset({"meta", "img", "br", "hr", "link", "input"})
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, (tag, self.stack[-3:])
+        self.stack.pop()
+
+
+def _assert_valid_html(page: str) -> None:
+    assert page.startswith("<!DOCTYPE html>")
+    checker = _TagChecker()
+    checker.feed(page)
+    checker.close()
+    assert checker.stack == []
+
+
+def test_mock_bench_does_not_depend_on_concurrency():
+    profile = load_profile(MODEL_CONFIG)
+    cases = load_cases(CASES_DIR)
+    runs = [
+        run_bench([profile], [None, "constrained"], cases, basic_tools(), decision_mode="mock",
+                  concurrency=n)
+        for n in (1, 4)
+    ]  # fmt: skip
+    assert _without_timing(runs[0]) == _without_timing(runs[1])
+    assert [r["case"] for r in runs[0][: len(cases)]] == [c["id"] for c in cases]
+
+
+SCRIPTED_CASES = [
+    {"id": "calc_ok", "messages": [{"role": "user", "content": "calc 2+2"}],
+     "expect": {"tool_calls": [{"name": "calculator", "args": {"expression": " 2+2 "}}]}},
+    {"id": "calc_wrong_args", "messages": [{"role": "user", "content": "calc 3+3"}],
+     "expect": {"tool_calls": [{"name": "calculator", "args": {"expression": "3+3"}}]}},
+    {"id": "two_any_order", "messages": [{"role": "user", "content": "read and calc"}],
+     "expect": {"tool_calls": [{"name": "calculator"},
+                               {"name": "file_reader", "args": {"path": "DOCS/A.TXT"}}]}},
+    {"id": "two_ordered_wrong", "messages": [{"role": "user", "content": "read then calc"}],
+     "expect": {"tool_calls": [{"name": "calculator"}, {"name": "file_reader"}],
+                "order_matters": True}},
+    {"id": "answer_ok", "messages": [{"role": "user", "content": "hello"}],
+     "expect": {"no_tool": True}},
+    {"id": "answer_called_tool", "messages": [{"role": "user", "content": "joke"}],
+     "expect": {"no_tool": True}},
+    {"id": "contains_ok", "messages": [{"role": "user", "content": "sum?"}],
+     "expect": {"content_contains": ["144"]}},
+    {"id": "garbage", "messages": [{"role": "user", "content": "garbage"}],
+     "expect": {"no_tool": True}},
+]  # fmt: skip
+REPLIES = {
+    "calc 2+2": envelope([("calculator", {"expression": "2+2"})]),
+    "calc 3+3": envelope([("calculator", {"expression": "3*3"})]),
+    "read and calc": envelope(
+        [("file_reader", {"path": "docs/a.txt"}), ("calculator", {"expression": "1+1"})]
+    ),
+    "read then calc": envelope(
+        [("file_reader", {"path": "docs/a.txt"}), ("calculator", {"expression": "1+1"})]
+    ),
+    "hello": "Hello! How can I help?",
+    "joke": envelope([("calculator", {"expression": "1+1"})]),
+    "sum?": "The total is 144.",
+    "garbage": '{"tool_calls": [{"name": "nope"',
+}
+VERDICTS = {
+    "calc_ok": True,
+    "calc_wrong_args": False,
+    "two_any_order": True,
+    "two_ordered_wrong": False,
+    "answer_ok": True,
+    "answer_called_tool": False,
+    "contains_ok": True,
+    "garbage": False,
+}
+
+
+def _scripted(request):
+    question = request.conversation[-1]["content"]
+    return REPLIES[question]
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_scripted_cases_are_judged_right(concurrency):
+    profile = load_profile(MODEL_CONFIG, "mock")
+    backend = ScriptedBackend([_scripted] * 64)
+    records = run_bench(
+        [profile], [None], SCRIPTED_CASES, basic_tools(), concurrency=concurrency,
+        backend=backend,
+    )  # fmt: skip
+    assert {r["case"]: r["correct"] for r in records} == VERDICTS
+    garbage = next(r for r in records if r["case"] == "garbage")
+    assert not garbage["valid"] and garbage["retries"] == 1 and garbage["error"]
+    summary = summarize(records)["mock/prompt_json"]
+    assert summary["correct"] == 4 and summary["success"] == 7
+
+
+def test_judge_rules():
+    message = {"content": "", "tool_calls": [{"name": "calculator", "args": {"expression": "2"}}]}
+    assert (
+        judge({"tool_calls": [{"name": "calculator", "args": {"expression": 2}}]}, message)[0]
+        is False
+    )
+    assert judge({"tool_calls": [{"name": "calculator"}]}, message) == (True, None)
+    assert judge({"no_tool": True}, {"content": "  ", "tool_calls": []})[0] is False
+    assert judge({"content_contains": ["ABC"]}, {"content": "xabcx", "tool_calls": []})[0]
+    assert judge({"no_tool": True}, None) == (False, "no valid AIMessage")
+
+
+def test_percentile_and_bad_case_dirs(tmp_path):
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5.0], 95) == 5.0
+    with pytest.raises(ConfigError, match="not found"):
+        load_cases(tmp_path / "missing")
+    with pytest.raises(ConfigError, match=r"no \*\.json"):
+        load_cases(tmp_path)
+    (tmp_path / "bad.json").write_text('{"messages": []}', "utf-8")
+    with pytest.raises(ConfigError, match="expect"):
+        load_cases(tmp_path)
+
+
+def test_bench_against_a_real_llama_cpp_server_with_concurrency(tmp_path):
+    from lokal.models import resolve_model_path
+    from servers import llama_cpp_server
+
+    log = tmp_path / "server.log"
+    cases = [c for c in load_cases(CASES_DIR) if c["id"] in ("calculator", "direct_answer")]
+    with llama_cpp_server(resolve_model_path("bundled:smollm2-135m"), log) as url:
+        config = tmp_path / "model.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "model": {
+                        "backend": "openai",
+                        "base_url": url,
+                        "model": "smollm2",
+                        "response_format": "json_object",
+                    },
+                    "generation": {"max_new_tokens": 96, "temperature": 0},
+                    "tool_calling": {"mode": "constrained"},
+                }
+            ),
+            "utf-8",
+        )
+        profile = load_profile(config)
+        runs = [run_bench([profile], [None], cases, basic_tools(), concurrency=n) for n in (1, 2)]
+    assert [r["case"] for r in runs[0]] == ["calculator", "direct_answer"]
+    assert all(r["valid"] for r in runs[0]), runs[0]
+    assert _without_timing(runs[0]) == _without_timing(runs[1])
