@@ -8,7 +8,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from helpers import DATA, MODEL_CONFIG, basic_tools, load_json
-from lokal.bench.bfcl_data import load_category
+from lokal.bench.bfcl_data import AST_CATEGORIES, load_category
 from lokal.config import load_profile
 from lokal.llm.backends import get_backend
 from lokal.llm.decide import generate_ai_message
@@ -92,15 +92,7 @@ def constrained_cases():
             "messages_with_failed_tool.json",
         )
     ]
-    for category in (
-        "simple_python",
-        "multiple",
-        "parallel",
-        "parallel_multiple",
-        "irrelevance",
-        "live_simple",
-        "live_multiple",
-    ):
+    for category in AST_CATEGORIES[:7]:  # all but the live parallel and live irrelevance
         for entry in load_category(category, limit=2):
             cases.append((entry["id"], entry["question"][0], entry["function"]))
     return cases
