@@ -2,7 +2,8 @@
 
 The first three questions (``--limit 3``) of all 10 categories on the ``constrained``
 pipeline, and the first two ``simple_python`` questions on the other three pipelines (replies
-capped at 96 new tokens): 36 decisions, to keep CI time modest on 2 cores (live categories have 1,000+ token prompts).
+capped at 96 new tokens): 36 decisions, to keep CI time modest on 2 cores (live categories
+have 1,000+ token prompts).
 """
 
 from __future__ import annotations
