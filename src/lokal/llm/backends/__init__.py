@@ -164,11 +164,3 @@ register_backend(
     "transformers", "lokal.llm.backends.transformers:TransformersBackend", _model_load_key
 )
 register_backend("openai", "lokal.llm.backends.openai_compat:OpenAICompatBackend", _server_load_key)
-
-
-def describe_backends() -> dict[str, Any]:
-    """Registered backend names (for help text)."""
-    return {
-        name: reg.factory if isinstance(reg.factory, str) else repr(reg.factory)
-        for name, reg in _REGISTRY.items()
-    }
