@@ -128,7 +128,7 @@ def test_read_skill_tool(registry: ToolRegistry) -> None:
     assert read_tool_result(message)["output"]["name"] == "weather-forecast"
     message = registry.execute({"id": "c2", "name": "read_skill", "args": {"skill_name": "x"}})
     assert message["status"] == "error"
-    assert "Available skills: weather-forecast" in read_tool_result(message)["error"]
+    assert "weather-forecast" in read_tool_result(message)["error"]
 
 
 def test_code_execution_runs_weather_script(registry: ToolRegistry) -> None:

@@ -69,7 +69,18 @@ def _first_answer(ground_truth, functions=()):
     return decoded
 
 
-@pytest.mark.parametrize("category", [c for c in AST_CATEGORIES if "irrelevance" not in c])
+def test_relevance_and_irrelevance_follow_bfcl_runner():
+    """BFCL's relevance runner: irrelevance passes with no call (prose or an undecodable
+    reply both decode to none), relevance passes with any call at all."""
+    functions = [{"name": "f", "parameters": {"type": "dict", "properties": {}}}]
+    assert check("irrelevance", functions, [], None) == (True, None)
+    assert not check("live_irrelevance", functions, [{"f": {}}], None)[0]
+    assert check("live_relevance", functions, [{"g": {"x": 1}}], None) == (True, None)
+    assert not check("live_relevance", functions, [], None)[0]
+    assert not check("live_relevance", functions, [{}], None)[0]
+
+
+@pytest.mark.parametrize("category", [c for c in AST_CATEGORIES if "relevance" not in c])
 def test_ground_truth_itself_is_correct(category):
     for entry in load_category(category, 25):
         decoded = _first_answer(entry["ground_truth"], entry["function"])

@@ -142,15 +142,53 @@ def test_iteration_cap_asks_for_a_final_answer_without_tools(profile, registry):
     assert [e["guard"] for e in by_type(result, "guard")] == ["max_iterations"]
 
 
-def test_the_same_call_three_times_stops_with_an_explanation(profile, registry):
+def test_an_identical_successful_call_is_not_run_again(profile, registry):
     same = envelope([("calculator", {"expression": "2+2"})])
-    agent, backend = agent_with(profile, registry, [same, same, same])
+    agent, backend = agent_with(profile, registry, [same, same, envelope(content="It is 4.")])
     result = agent.run("2+2?")
-    assert result.status == "repeated_call"
-    assert "calculator" in result.answer and "3 times" in result.answer
-    assert "4" in result.answer  # the last result is reported
-    assert len([e for e in result.events if e["type"] == "tool_end"]) == 2
+    assert result.status == "final" and result.answer == "It is 4." and result.answered
+    ends = by_type(result, "tool_end")
+    assert [e.get("reused", False) for e in ends] == [False, True]
+    repeat = [m for m in result.messages if m["role"] == "tool"][1]
+    output = json.loads(repeat["content"])["output"]
+    assert output["repeated_call"] is True and output["earlier_result"]["result"] == 4
+    assert "Answer from it" in output["note"]
     assert backend.remaining == 0
+    # call ids go on counting through the run, so each ToolMessage answers one call
+    ids = [c["id"] for m in result.messages if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert ids == ["call_001", "call_002"]
+    assert [m["tool_call_id"] for m in result.messages if m["role"] == "tool"] == ids
+
+
+def test_the_same_call_three_times_ends_with_a_forced_final_answer(profile, registry):
+    same = envelope([("calculator", {"expression": "2+2"})])
+    agent, backend = agent_with(profile, registry, [same, same, same, "The answer is 4."])
+    result = agent.run("2+2?")
+    assert result.status == "repeated_call" and result.answered
+    assert result.answer == "The answer is 4."
+    assert "3 times" in result.stop_reason
+    assert backend.requests[-1].purpose == "final" and backend.requests[-1].tools is None
+    assert len([e for e in by_type(result, "tool_end") if not e.get("reused")]) == 1
+    assert [e["guard"] for e in by_type(result, "guard")] == ["repeated_call"]
+
+
+def test_a_decision_that_stays_unusable_ends_with_a_forced_final_answer(profile, registry):
+    unknown = envelope([("web_search", {"q": "x"})])
+    agent, backend = agent_with(profile, registry, [unknown, "I cannot search the web."])
+    result = agent.run("search the web")
+    assert result.status == "decision_error" and result.answered
+    assert result.answer == "I cannot search the web."
+    assert backend.requests[-1].purpose == "final"
+
+
+def test_when_even_the_forced_answer_fails_the_results_in_hand_are_listed(profile, registry):
+    calc = envelope([("calculator", {"expression": "6*7"})])
+    unknown = envelope([("web_search", {"q": "x"})])
+    agent, _ = agent_with(profile, registry, [calc, unknown, unknown])
+    result = agent.run("6*7 and then search")
+    assert result.status == "decision_error" and not result.answered
+    assert result.answer.startswith("No final answer:")
+    assert "calculator" in result.answer and "42" in result.answer
 
 
 def test_plan_and_execute_runs_the_plan_then_answers(profile, registry):

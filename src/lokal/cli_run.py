@@ -15,7 +15,25 @@ DEFAULT_SYSTEM = (
 )
 
 
+EXIT_CODES = """exit codes:
+  0  the run ended with an answer written by the model (also after a guard: the model was
+     asked for a final answer without tools)
+  1  no answer: the model gave no usable reply, even when asked to answer without tools;
+     the output lists the tool results in hand
+  2  a usage or configuration error (bad option, missing file, unknown profile)
+  3  the time budget ran out before an answer; the output lists the tool results in hand"""
+
+
+def exit_code(result: Any) -> int:
+    """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES)."""
+    if result.answered:
+        return 0
+    return 3 if result.status == "time_budget" else 1
+
+
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES
     parser.add_argument("question", help="what to ask the agent")
     add_model_arguments(parser)
     parser.add_argument("--workspace", default=".", help="folder the file tools may use")
@@ -184,7 +202,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:
         print(result.answer)
-    return 0 if result.status in ("final", "max_iterations") else 1
+    return exit_code(result)
 
 
 def _sandbox_arguments(parser: argparse.ArgumentParser) -> None:

@@ -37,13 +37,14 @@ __all__ = [
     "GenerationSettings",
     "ModelSettings",
     "Profile",
+    "StagedSettings",
     "ToolCallingSettings",
     "default_config_path",
     "load_profile",
     "read_config",
 ]
 
-TOOL_CALLING_MODES = ("prompt_json", "builtin", "constrained")
+TOOL_CALLING_MODES = ("prompt_json", "builtin", "constrained", "staged")
 CONFLICT_POLICIES = ("tool_calls", "content", "error")
 
 
@@ -71,10 +72,45 @@ class GenerationSettings(_Strict):
         return self.temperature == 0
 
 
+class StagedSettings(_Strict):
+    """How a staged decision weighs its evidence (``tool_calling.mode: staged``).
+
+    Calibrated per profile on lokal's development cases (``benchmarks/calibrate_staged.py``),
+    never on the evaluation sets. Answer or call: call when ``lm_weight * (log p(call
+    opening) - log p(answer opening)) + similarity_weight * (similarity - similarity_center)
+    + bm25_weight * min(5, best BM25) + call_bias (+ results_bias once this turn has tool
+    results) > 0``. Which tool: the
+    largest ``name_lm_weight * log p(name) + name_similarity_weight * cosine +
+    name_bm25_weight * bm25 / best bm25``. Another call: ``log p(next call) - log p(end) +
+    continue_bias > 0``.
+    """
+
+    lm_weight: float = 1.0
+    similarity_weight: float = 0.0
+    similarity_center: float = 0.0
+    bm25_weight: float = 0.0
+    call_bias: float = 0.0
+    results_bias: float = 0.0
+    name_lm_weight: float = 1.0
+    name_similarity_weight: float = 0.0
+    name_bm25_weight: float = 0.0
+    continue_bias: float = 0.0
+    value_length_weight: float = Field(
+        0.0, description="added times log(characters) to a candidate value's log-probability"
+    )
+    generated_values: bool = Field(
+        True, description="the model's own greedy value competes with the copied candidates"
+    )
+    optional_args: Literal["mentioned", "all"] = Field(
+        "mentioned",
+        description="mentioned: optional parameters the question does not name are left out",
+    )
+
+
 class ToolCallingSettings(_Strict):
     """How tools reach the model (``mode``) and how its reply is judged."""
 
-    mode: Literal["prompt_json", "builtin", "constrained"] = "prompt_json"
+    mode: Literal["prompt_json", "builtin", "constrained", "staged"] = "prompt_json"
     conflict_policy: Literal["tool_calls", "content", "error"] = "tool_calls"
     max_retries: int = Field(1, ge=0, le=10)
     calls_in_think: bool = False
@@ -86,6 +122,12 @@ class ToolCallingSettings(_Strict):
         512, ge=8, le=512, description="bound on a final answer's length (constrained)"
     )
     max_calls: int = Field(4, ge=1, le=16, description="bound on calls per reply (constrained)")
+    parallel_calls: bool = Field(True, description="more than one call per reply")
+    preselect_k: int | None = Field(
+        None, ge=1, description="offer only the k tools that rank best against the question"
+    )
+    always: tuple[str, ...] = Field((), description="tools that preselection always keeps")
+    staged: StagedSettings = StagedSettings()
 
 
 class ModelSettings(_Strict):
@@ -99,6 +141,10 @@ class ModelSettings(_Strict):
     n_threads: int | None = Field(None, ge=1)
     n_batch: int = Field(512, ge=1)
     chat_format: str | None = None
+    grammar_engine: Literal["llguidance", "gbnf"] = Field(
+        "llguidance",
+        description="how constrained decoding masks tokens: llguidance (fast) or llama.cpp's GBNF",
+    )
     # transformers
     model_name_or_path: str | None = None
     tokenizer_path: str | None = None
@@ -261,7 +307,10 @@ def load_profile(
         raw.update(selected)
     model_raw, gen_raw, tc_raw, extra = _split_profile(raw)
     generation = {**(data.get("generation") or {}), **gen_raw}
-    tool_settings = {**(data.get("tool_calling") or {}), **tc_raw}
+    base_tools = data.get("tool_calling") or {}
+    tool_settings = {**base_tools, **tc_raw}
+    if isinstance(base_tools.get("staged"), dict) and isinstance(tc_raw.get("staged"), dict):
+        tool_settings["staged"] = {**base_tools["staged"], **tc_raw["staged"]}
     if tool_calling:
         tool_settings["mode"] = tool_calling
     if "stop" in generation and isinstance(generation["stop"], list):

@@ -7,11 +7,16 @@
 Each iteration asks ``generate_ai_message`` for the next step, runs the reply's tool calls in
 parallel through the registry, and appends the AIMessage and the ToolMessages. Guards:
 
-- ``max_iterations``: on reaching it, the model is asked once more for a final answer with
-  tools disabled, instead of stopping silently;
-- the same call with the same arguments requested ``repeat_limit`` times stops the loop with
-  an explanation (tiny models loop on one call);
-- ``time_budget_s``: a wall-clock budget, checked before every decision and tool turn.
+- a call identical to one that already succeeded in this run is not run again: the model
+  gets the earlier result back, with a reminder to answer from it;
+- ``max_iterations``, the same call asked for ``repeat_limit`` times (tiny models loop on one
+  call), or a decision still unusable after its retries: the model is asked once more for a
+  final answer with tools disabled, from the results in hand, instead of stopping;
+- ``time_budget_s``: a wall-clock budget, checked before every decision and tool turn (the
+  time to load the model does not count).
+
+``RunResult.answered`` says whether the run ended with an answer written by the model; when
+even the forced answer fails, the answer says so and lists the results in hand.
 
 Every step is an event (``run_start``, ``decision``, ``tool_start``, ``tool_end``, ``guard``,
 ``final``) that a CLI, a log file (``JsonlTrace``) or a web page can subscribe to.
@@ -31,7 +36,8 @@ from typing import Any, Literal, Protocol
 from lokal.config import Profile
 from lokal.llm.backends import Backend
 from lokal.llm.decide import generate_ai_message
-from lokal.messages import read_tool_result
+from lokal.llm.prompts import REPEAT_NOTE
+from lokal.messages import call_id, make_tool_message, read_tool_result
 from lokal.tools.registry import ToolRegistry
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
 ]
 
 EventCallback = Callable[[dict[str, Any]], None]
+
 
 
 @dataclass
@@ -86,7 +93,12 @@ class NullMemory:
 
 @dataclass
 class RunResult:
-    """The outcome of one run: the answer, why the loop stopped, and every step."""
+    """The outcome of one run: the answer, why the loop stopped, and every step.
+
+    ``status`` says how the loop ended (``final``: the model answered; the others name the
+    guard that ended it, after which the model was asked for a final answer without tools);
+    ``answered`` says whether the answer was written by the model.
+    """
 
     question: str
     answer: str
@@ -97,11 +109,13 @@ class RunResult:
     usage: dict[str, int]
     duration_s: float
     events: list[dict[str, Any]] = field(default_factory=list)
+    answered: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,
             "answer": self.answer,
+            "answered": self.answered,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "iterations": self.iterations,
@@ -191,6 +205,7 @@ class _Run:
             *history,
             {"role": "user", "content": question},
         ]
+        self.run_start = len(self.messages) - 1  # this run's messages start at the question
 
     def emit(self, kind: str, **payload: Any) -> None:
         with self.agent._lock:
@@ -222,6 +237,8 @@ class _Run:
         )
         for key in self.usage:
             self.usage[key] += result["usage"][key] or 0
+        if result["status"] == "success" and result["ai_message"]["tool_calls"]:
+            result["ai_message"] = self.numbered(result["ai_message"])
         self.emit(
             "decision",
             iteration=iteration,
@@ -238,12 +255,15 @@ class _Run:
         )
         return result
 
-    def finish(self, status: str, answer: str, reason: str, iterations: int) -> RunResult:
+    def finish(
+        self, status: str, answer: str, reason: str, iterations: int, *, answered: bool = True
+    ) -> RunResult:
         duration = round(time.perf_counter() - self.started, 4)
         self.emit(
             "final",
             status=status,
             answer=answer,
+            answered=answered,
             stop_reason=reason,
             iterations=iterations,
             usage=dict(self.usage),
@@ -259,6 +279,7 @@ class _Run:
             usage=dict(self.usage),
             duration_s=duration,
             events=self.events,
+            answered=answered,
         )
 
     def execute(self) -> RunResult:
@@ -277,33 +298,72 @@ class _Run:
             result = self.decide(iteration)
             if result["status"] != "success":
                 reason = f"the model gave no usable reply: {result['error']['message']}"
-                return self.finish(
-                    "decision_error",
-                    f"I could not complete the request: {result['error']['message']}",
-                    reason,
-                    iteration,
-                )
+                return self.force_final("decision_error", reason, iteration)
             message = result["ai_message"]
-            self.messages.append(message)
             if not message["tool_calls"]:
+                self.messages.append(message)
                 return self.finish("final", message["content"], "the model answered", iteration)
             repeated = self.repeated_call(message["tool_calls"])
             if repeated is not None:
-                self.messages.pop()  # the repeat is not run, so it does not join the history
+                # the repeat is not run, so it does not join the history
                 return self.stop_for_repeat(repeated, iteration)
             if self.over_budget():
-                self.messages.pop()
                 return self.stop_for_time(iteration)
-            tool_messages = self.agent.registry.execute_many(
-                message["tool_calls"],
-                max_workers=s.max_parallel_tools,
-                default_timeout=s.tool_timeout_s,
-                on_event=lambda kind, payload, it=iteration: self.emit(
-                    kind, iteration=it, **payload
-                ),
+            self.messages.append(message)
+            self.messages.extend(self.run_calls(message["tool_calls"], iteration))
+        self.emit("guard", guard="max_iterations", iteration=s.max_iterations)
+        reason = f"reached max_iterations={s.max_iterations}"
+        return self.force_final("max_iterations", reason, s.max_iterations)
+
+    def run_calls(self, calls: list[dict[str, Any]], iteration: int) -> list[dict[str, Any]]:
+        """The ToolMessages of one turn, in call order. A call identical to one that already
+        succeeded in this run is not run again: its earlier result comes back, marked as a
+        repeat (the model is reminded to answer from it)."""
+        fresh = [c for c in calls if self.earlier_success(c) is None]
+        ran = iter(
+            self.agent.registry.execute_many(
+                fresh,
+                max_workers=self.settings.max_parallel_tools,
+                default_timeout=self.settings.tool_timeout_s,
+                on_event=lambda kind, payload: self.emit(kind, iteration=iteration, **payload),
             )
-            self.messages.extend(tool_messages)
-        return self.force_final(s.max_iterations)
+            if fresh
+            else []
+        )
+        out = []
+        for call in calls:
+            earlier = self.earlier_success(call) if call not in fresh else None
+            if earlier is None:
+                out.append(next(ran))
+                continue
+            message = make_tool_message(
+                call,
+                output={"repeated_call": True, "earlier_result": earlier["output"], "note": REPEAT_NOTE},
+            )
+            stamp = {"start_perf": time.perf_counter(), "start_time": time.time()}
+            common = {
+                "iteration": iteration,
+                "index": calls.index(call),
+                "call_id": call["id"],
+                "name": call["name"],
+                "args": call["args"],
+                "reused": True,
+            }
+            self.emit("tool_start", **common, **stamp)
+            self.emit(
+                "tool_end",
+                **common,
+                **stamp,
+                end_perf=stamp["start_perf"],
+                end_time=stamp["start_time"],
+                duration_s=0.0,
+                status="success",
+                error=None,
+                timed_out=False,
+                message=message,
+            )
+            out.append(message)
+        return out
 
     # -- guards -------------------------------------------------------------------------
 
@@ -316,56 +376,91 @@ class _Run:
                 return call
         return None
 
+    def earlier_success(self, call: dict[str, Any]) -> dict[str, Any] | None:
+        """The result of an identical call that succeeded earlier in this run, if any."""
+        result = self.last_result_of(call)
+        if result is None or result["status"] != "success":
+            return None
+        output = result.get("output")
+        if isinstance(output, dict) and output.get("repeated_call"):
+            return {"status": "success", "output": output.get("earlier_result"), "error": None}
+        return result
+
+    def numbered(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``message`` with call ids that go on counting from the calls already in the
+        conversation (``call_001``, ``call_002``… once per conversation, not per reply), so
+        that a ToolMessage answers exactly one call."""
+        used = sum(len(m.get("tool_calls") or []) for m in self.messages if m.get("role") == "assistant")
+        calls = [
+            {**call, "id": call_id(used + index)}
+            for index, call in enumerate(message["tool_calls"])
+        ]
+        return {**message, "tool_calls": calls}
+
     def last_result_of(self, call: dict[str, Any]) -> Any:
-        ids = {
-            c["id"]
-            for m in self.messages
-            if m.get("role") == "assistant"
-            for c in m.get("tool_calls") or []
-            if _call_key(c) == _call_key(call)
+        """The result of the last call of this run identical to ``call``, if any."""
+        found = None
+        results = {
+            m.get("tool_call_id"): m for m in self.messages[self.run_start :] if m.get("role") == "tool"
         }
-        for message in reversed(self.messages):
-            if message.get("role") == "tool" and message.get("tool_call_id") in ids:
-                return read_tool_result(message)
-        return None
+        for message in self.messages[self.run_start :]:
+            if message.get("role") != "assistant":
+                continue
+            for earlier in message.get("tool_calls") or []:
+                if _call_key(earlier) == _call_key(call) and earlier["id"] in results:
+                    found = read_tool_result(results[earlier["id"]])
+        return found
 
     def stop_for_repeat(self, call: dict[str, Any], iteration: int) -> RunResult:
         times = self.calls_seen[_call_key(call)]
         args = json.dumps(call["args"], ensure_ascii=False)
         reason = f"the model asked for {call['name']}({args}) {times} times with the same arguments"
         self.emit("guard", guard="repeated_call", iteration=iteration, call=call, times=times)
-        last = self.last_result_of(call)
-        answer = f"Stopped: {reason}."
-        if last is not None:
-            shown = json.dumps(
-                last.get("output") if last["status"] == "success" else last,
-                ensure_ascii=False,
-                default=str,
-            )
-            answer += f" The last result of that call was: {shown[:2000]}"
-        return self.finish("repeated_call", answer, reason, iteration)
+        return self.force_final("repeated_call", reason, iteration)
 
     def stop_for_time(self, iterations: int) -> RunResult:
         budget = self.settings.time_budget_s
         reason = f"the time budget of {budget} s ran out"
         self.emit("guard", guard="time_budget", iteration=iterations, budget_s=budget)
         return self.finish(
-            "time_budget", f"Stopped: {reason} before a final answer.", reason, iterations
+            "time_budget", self.results_in_hand(reason), reason, iterations, answered=False
         )
 
-    def force_final(self, iterations: int) -> RunResult:
-        """The iteration cap was reached: one more decision, tools disabled."""
-        self.emit("guard", guard="max_iterations", iteration=iterations)
-        reason = f"reached max_iterations={iterations}; asked for a final answer without tools"
+    def force_final(self, status: str, reason: str, iterations: int) -> RunResult:
+        """End the run with one more decision, tools disabled: the model answers from the
+        results in hand. If even that fails, the answer says so and lists those results."""
+        reason = f"{reason}; asked for a final answer without tools"
         if self.over_budget():
             return self.stop_for_time(iterations)
         result = self.decide(iterations + 1, purpose="final")
         if result["status"] == "success":
             message = result["ai_message"]
             self.messages.append(message)
-            return self.finish("max_iterations", message["content"], reason, iterations)
-        answer = (
-            f"Stopped after {iterations} iterations without a final answer "
-            f"({result['error']['message']})."
+            return self.finish(status, message["content"], reason, iterations)
+        reason += f", which failed too ({result['error']['message']})"
+        return self.finish(
+            status, self.results_in_hand(reason), reason, iterations, answered=False
         )
-        return self.finish("max_iterations", answer, reason, iterations)
+
+    def results_in_hand(self, reason: str) -> str:
+        """A plain account of the run when the model wrote no answer: why, and the
+        successful tool results of this run (each cut to 1,000 characters)."""
+        lines = [f"No final answer: {reason}."]
+        calls = {
+            c["id"]: c
+            for m in self.messages[self.run_start :]
+            if m.get("role") == "assistant"
+            for c in m.get("tool_calls") or []
+        }
+        for message in self.messages[self.run_start :]:
+            if message.get("role") != "tool":
+                continue
+            result = read_tool_result(message)
+            if result["status"] != "success":
+                continue
+            call = calls.get(message.get("tool_call_id"), {"name": message.get("name")})
+            shown = json.dumps(result["output"], ensure_ascii=False, default=str)
+            lines.append(f"- {call['name']}: {shown[:1000]}")
+        if len(lines) == 1:
+            lines.append("No tool result was obtained.")
+        return "\n".join(lines)

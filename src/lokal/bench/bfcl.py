@@ -8,10 +8,18 @@ Pipelines, all on the same model and questions:
 - ``prompt_json``: lokal's prompt, universal parser and retries.
 - ``builtin``: tools passed to the chat template / server (native format), read by the parser.
 - ``constrained``: the reply envelope is grammar-constrained.
+- ``staged``: staged decisions (``lokal.llm.staged``): answer or call and the tool chosen from
+  the model's likelihood and the preselection's scores, arguments from scored candidates.
 
 Cases run through a thread pool of ``concurrency`` workers; with a server backend the
 requests go out at once, with in-process backends (llama.cpp, transformers) they queue on the
-model's lock. Results are sorted by case index, so they do not depend on ``concurrency``.
+model's lock. Each result line is appended to ``results.jsonl`` as soon as it is scored (a
+crash loses at most the questions in flight) and ``resume=True`` skips the questions already
+there. The final files are sorted by case index, so they do not depend on ``concurrency``.
+
+Scoring follows BFCL's runner: an irrelevance question passes when the reply decodes to no
+call (prose, or text that does not decode at all), a relevance question when it decodes to at
+least one call; the others by BFCL's AST rules (``lokal.bench.bfcl_checker``).
 """
 
 from __future__ import annotations
@@ -19,14 +27,16 @@ from __future__ import annotations
 import ast
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lokal.bench.bfcl_checker import check
+from lokal.bench.bfcl_checker import check, is_irrelevance
 from lokal.bench.bfcl_data import AST_CATEGORIES, bfcl_data_dir, load_category
+from lokal.bench.stats import wilson_interval
 from lokal.config import Profile
 from lokal.errors import BackendError, ConfigError, LokalError
 from lokal.llm.backends import GenerationRequest, get_backend
@@ -45,6 +55,7 @@ PIPELINES: dict[str, str] = {
     "prompt_json": "lokal prompt + universal parser + retries",
     "builtin": "tools= through the chat template (native format) + universal parser",
     "constrained": "lokal prompt + grammar-constrained JSON envelope",
+    "staged": "staged decisions: likelihood + preselection, arguments from scored candidates",
 }
 _PROMPT_CONSTANT = "_DEFAULT_SYSTEM_PROMPT"
 
@@ -171,6 +182,23 @@ def _run_lokal(profile: Profile, pipeline: str, entry: dict[str, Any]) -> dict[s
     }
 
 
+def _job_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return (row["pipeline"], row["category"], row["id"])
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The result lines already in ``path`` (a truncated last line is ignored)."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # the line in flight when an earlier run was stopped
+    return rows
+
+
 def run_bfcl(
     profile: Profile,
     categories: list[str],
@@ -180,24 +208,28 @@ def run_bfcl(
     concurrency: int = 1,
     progress: Callable[[], None] | None = None,
     runner: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
+    results_path: Path | None = None,
+    resume: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per (pipeline, category, case), in that order whatever ``concurrency`` is.
 
-    ``runner(pipeline, entry)`` replaces the model call (tests).
+    ``runner(pipeline, entry)`` replaces the model call (tests). With ``results_path`` each
+    row is appended there as it is scored; ``resume`` keeps the rows already in that file
+    and runs only the missing questions.
     """
-    for category in categories:
-        if category not in AST_CATEGORIES:
-            raise ConfigError(f"unknown category {category!r}; available: {AST_CATEGORIES}")
-    for pipeline in pipelines:
-        if pipeline not in PIPELINES:
-            raise ConfigError(f"unknown pipeline {pipeline!r}; available: {list(PIPELINES)}")
+    jobs = plan_jobs(categories, pipelines, limit)
     template = bfcl_system_prompt() if "bfcl-prompt" in pipelines else ""
-    jobs = [
-        (pipeline, category, entry)
-        for pipeline in pipelines
-        for category in categories
-        for entry in load_category(category, limit)
-    ]
+    done: dict[tuple[str, str, str], dict[str, Any]] = {}
+    if results_path is not None:
+        wanted = {(p, c, e["id"]) for p, c, e in jobs}
+        if resume:
+            done = {_job_key(r): r for r in read_results(results_path) if _job_key(r) in wanted}
+        results_path.parent.mkdir(parents=True, exist_ok=True)
+        # start the file again from the rows kept (drops a half-written line)
+        with results_path.open("w", encoding="utf-8") as handle:
+            for row in done.values():
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    lock = threading.Lock()
 
     def one(job: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
         pipeline, category, entry = job
@@ -215,6 +247,8 @@ def run_bfcl(
         correct, reason = check(
             category, entry["function"], out["decoded"], entry.get("ground_truth")
         )
+        if not is_irrelevance(category):
+            correct = correct and bool(out["valid"])
         row = {
             "id": entry["id"],
             "category": category,
@@ -222,19 +256,43 @@ def run_bfcl(
             "decoded": out["decoded"],
             "raw_text": out.get("raw_text", ""),
             "valid": bool(out["valid"]),
-            "correct": bool(correct and out["valid"]),
+            "correct": bool(correct),
             "latency_ms": out["latency_ms"],
             "prompt_tokens": out.get("prompt_tokens", 0),
             "completion_tokens": out.get("completion_tokens", 0),
             "error": out.get("error"),
             "check": reason,
         }
+        if results_path is not None:
+            with lock, results_path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         if progress:
             progress()
         return row
 
+    todo = [job for job in jobs if (job[0], job[1], job[2]["id"]) not in done]
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        return list(pool.map(one, jobs))  # map keeps the job order
+        fresh = {_job_key(row): row for row in pool.map(one, todo)}
+    return [done.get(k) or fresh[k] for k in ((p, c, e["id"]) for p, c, e in jobs)]
+
+
+def plan_jobs(
+    categories: list[str], pipelines: list[str], limit: int | None
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(pipeline, category, entry) for every question to run, checking the names."""
+    for category in categories:
+        if category not in AST_CATEGORIES:
+            raise ConfigError(f"unknown category {category!r}; available: {AST_CATEGORIES}")
+    for pipeline in pipelines:
+        if pipeline not in PIPELINES:
+            raise ConfigError(f"unknown pipeline {pipeline!r}; available: {list(PIPELINES)}")
+    entries = {category: load_category(category, limit) for category in categories}
+    return [
+        (pipeline, category, entry)
+        for pipeline in pipelines
+        for category in categories
+        for entry in entries[category]
+    ]
 
 
 def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -253,6 +311,8 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
         cats = entry["categories"]
         for cat in cats.values():
             cat["accuracy"] = round(100 * cat["correct"] / cat["total"], 1)
+            low, high = wilson_interval(cat["correct"], cat["total"])
+            cat["ci95"] = [round(100 * low, 1), round(100 * high, 1)]
             cat["valid_rate"] = round(100 * cat["valid"] / cat["total"], 1)
             cat["latency_ms_mean"] = round(cat.pop("latency_ms") / cat["total"], 1)
         total = sum(c["total"] for c in cats.values())
@@ -275,7 +335,12 @@ def scores_markdown(scores: dict[str, Any], categories: list[str]) -> str:
         cells = [pipeline]
         for category in categories:
             cat = entry["categories"].get(category)
-            cells.append(f"{cat['accuracy']:.1f} ({cat['correct']}/{cat['total']})" if cat else "-")
+            cells.append(
+                f"{cat['accuracy']:.1f} ({cat['correct']}/{cat['total']}; "
+                f"{cat['ci95'][0]:.0f}–{cat['ci95'][1]:.0f})"
+                if cat
+                else "-"
+            )
         cells += [
             f"{entry['overall']['accuracy_mean_of_categories']:.1f}",
             f"{entry['overall']['valid_rate']:.1f}",
@@ -288,13 +353,17 @@ def scores_markdown(scores: dict[str, Any], categories: list[str]) -> str:
 def write_scores(
     outdir: Path, rows: list[dict[str, Any]], categories: list[str], meta: dict[str, Any]
 ) -> dict[str, Any]:
-    """results.jsonl, scores.json and scores.md into ``outdir``; returns the scores."""
+    """results.jsonl (rewritten in case order), scores.json and scores.md into ``outdir``;
+    returns the scores."""
     outdir.mkdir(parents=True, exist_ok=True)
     with (outdir / "results.jsonl").open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     scores = {**meta, "categories": categories, **score(rows)}
     (outdir / "scores.json").write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
-    title = f"# BFCL v4 AST, {meta.get('model', '')}\n\nAccuracy % (correct/total).\n\n"
+    title = (
+        f"# BFCL v4 AST, {meta.get('model', '')}\n\n"
+        "Accuracy % (correct/total; 95% Wilson interval).\n\n"
+    )
     (outdir / "scores.md").write_text(title + scores_markdown(scores, categories), "utf-8")
     return scores

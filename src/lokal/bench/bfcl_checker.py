@@ -6,7 +6,8 @@ values]}}`` where an allowed value ``""`` marks an optional parameter that may b
 
 The rules (as in ``bfcl_eval/eval_checker/ast_eval/ast_checker.py``):
 
-- irrelevance categories pass when no call is made;
+- irrelevance categories pass when no call is made (prose, or a reply that does not decode);
+- relevance categories pass when at least one call is made (any function, any arguments);
 - ``parallel`` categories: as many calls as answers, matched in any order;
 - ``multiple`` categories and the rest: exactly as many calls as answers (one);
 - a call passes when its name is the expected one (a model may have seen dots replaced by
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["check", "check_call", "is_irrelevance", "standardize_string"]
+__all__ = ["check", "check_call", "is_irrelevance", "is_relevance", "standardize_string"]
 
 _PY_TYPES: dict[str, type] = {
     "string": str,
@@ -52,6 +53,10 @@ def standardize_string(text: str) -> str:
 
 def is_irrelevance(category: str) -> bool:
     return "irrelevance" in category
+
+
+def is_relevance(category: str) -> bool:
+    return "relevance" in category and not is_irrelevance(category)
 
 
 def _answer_type(answers: list[Any]) -> type | None:
@@ -214,6 +219,10 @@ def check(
     if is_irrelevance(category):
         if decoded:
             return False, f"irrelevance: expected no call, got {len(decoded)}"
+        return True, None
+    if is_relevance(category):
+        if not decoded or not any(decoded):
+            return False, "relevance: expected a call, got none"
         return True, None
     answers = ground_truth or []
     if len(decoded) != len(answers):

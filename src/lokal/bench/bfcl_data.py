@@ -26,6 +26,7 @@ AST_CATEGORIES = (
     "live_multiple",
     "live_parallel",
     "live_parallel_multiple",
+    "live_relevance",
     "live_irrelevance",
 )
 _INSTALL = "pip install --no-deps bfcl-eval"

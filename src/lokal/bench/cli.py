@@ -12,7 +12,7 @@ from pathlib import Path
 from lokal.cli import read_json_file, subcommand
 from lokal.errors import ConfigError
 
-_TC_MODES = ("prompt_json", "builtin", "constrained")
+_TC_MODES = ("prompt_json", "builtin", "constrained", "staged")
 
 
 def _split(value: str | None) -> list[str]:
@@ -166,7 +166,9 @@ def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model_config", default=None, help="model.yaml (default configs/)")
     parser.add_argument("--profile", default=None, help="model profile (default: the default)")
     parser.add_argument(
-        "--categories", default=",".join(AST_CATEGORIES), help="comma list (default: all 10)"
+        "--categories",
+        default=",".join(AST_CATEGORIES),
+        help=f"comma list of BFCL v4 categories (default: all): {', '.join(AST_CATEGORIES)}",
     )
     parser.add_argument(
         "--pipelines", default=",".join(PIPELINES), help=f"comma list of {', '.join(PIPELINES)}"
@@ -174,6 +176,11 @@ def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="questions per category")
     parser.add_argument("--outdir", default="outputs/bfcl", help="where results go")
     parser.add_argument("--concurrency", type=int, default=1, help="questions in flight at once")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the results already in OUTDIR/results.jsonl and run only the missing ones",
+    )
 
 
 @subcommand("bfcl", "BFCL v4 AST categories through several pipelines, scored", _bfcl_arguments)
@@ -195,11 +202,18 @@ def bfcl_command(args: argparse.Namespace) -> int:
     note = _concurrency_note({profile.backend}, args.concurrency)
     if note:
         console.print(f"[yellow]{note}[/yellow]")
-    from lokal.bench.bfcl_data import load_category
+    from lokal.bench.bfcl import plan_jobs, read_results
 
-    total = len(pipelines) * sum(len(load_category(c, args.limit)) for c in categories)
+    outdir = Path(args.outdir)
+    results = outdir / "results.jsonl"
+    jobs = plan_jobs(categories, pipelines, args.limit)
+    done = 0
+    if args.resume:
+        keys = {(p, c, e["id"]) for p, c, e in jobs}
+        done = len({(r["pipeline"], r["category"], r["id"]) for r in read_results(results)} & keys)
+        console.print(f"resuming: {done} of {len(jobs)} questions already in {results}")
     started = time.perf_counter()
-    with _progress_bar("lokal bfcl", total) as advance:
+    with _progress_bar("lokal bfcl", len(jobs) - done) as advance:
         rows = run_bfcl(
             profile,
             categories,
@@ -207,6 +221,8 @@ def bfcl_command(args: argparse.Namespace) -> int:
             limit=args.limit,
             concurrency=args.concurrency,
             progress=advance,
+            results_path=results,
+            resume=args.resume,
         )
     meta = {
         "command": "lokal bfcl",
@@ -217,7 +233,7 @@ def bfcl_command(args: argparse.Namespace) -> int:
         "wall_time_s": round(time.perf_counter() - started, 1),
         **_machine(),
     }
-    scores = write_scores(Path(args.outdir), rows, categories, meta)
+    scores = write_scores(outdir, rows, categories, meta)
     table = Table(title=f"BFCL v4 AST accuracy %, {profile.display_name}")
     table.add_column("pipeline")
     for category in categories:
@@ -238,5 +254,5 @@ def bfcl_command(args: argparse.Namespace) -> int:
     console.print(table)
     for pipeline, entry in scores["pipelines"].items():
         console.print(f"  {pipeline}: {entry['description']}")
-    console.print(f"results: {Path(args.outdir) / 'results.jsonl'}, scores.json, scores.md")
+    console.print(f"results: {results}, scores.json, scores.md")
     return 0

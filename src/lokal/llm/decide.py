@@ -26,8 +26,11 @@ from lokal.llm.backends import (
 )
 from lokal.llm.parsing import ParseResult, coerce_args, parse_model_output, resolve_tool_name
 from lokal.llm.plan import parse_plan_output
-from lokal.llm.prompts import build_prompt_messages, fit_messages
-from lokal.messages import make_ai_message
+from lokal.llm.prompts import CORRECTIVE, EVIDENCE_LABEL, build_prompt_messages, fit_messages, instruction_texts
+from lokal.llm.quality import reply_problem, text_loop, trim_loop
+from lokal.llm.select import Selection, default_selector, evidence
+from lokal.llm.staged import StagedEngine, can_score
+from lokal.messages import make_ai_message, read_tool_result
 from lokal.schema import normalize_tools_schema, to_openai_tools
 
 __all__ = ["DECISION_MODES", "generate_ai_message", "validate_conversation"]
@@ -42,6 +45,74 @@ class _Unusable(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class _BadReply(Exception):
+    """A reply that parsed but is garbage: a loop, cut off, a placeholder, an echo."""
+
+
+def _grounding(found: list[str] | None) -> list[str]:
+    """The short values among the evidence passages (``count: 4`` gives ``4``): an answer
+    after tool results should mention one of them."""
+    values = []
+    for passage in found or []:
+        key, sep, value = passage.partition(": ")
+        value = value.strip() if sep else passage.strip()
+        if sep and 0 < len(value) <= 40:
+            values.append(value)
+    return values
+
+
+def _check_quality(
+    message: dict[str, Any], completion: Completion, grounding: list[str] | None = None
+) -> tuple[dict[str, Any], bool]:
+    """The message, with a looping tail cut off (and whether it was); raise _BadReply for
+    a reply that cannot be used, including an answer that mentions none of the ``grounding``
+    values (the short results closest to the question)."""
+    finish = completion.finish_reason
+    if message["tool_calls"]:
+        if finish in ("length", "repetition"):
+            what = "repeated itself" if finish == "repetition" else "was cut off at the limit"
+            raise _BadReply(f"the reply {what} inside a tool call; write shorter arguments")
+        return message, False
+    content = message.get("content") or ""
+    if content.startswith(EVIDENCE_LABEL):  # the label lokal put before the evidence
+        content = content.removeprefix(EVIDENCE_LABEL).strip()
+        message = make_ai_message(content or message["content"])
+    trimmed = False
+    if finish == "repetition" or text_loop(content):
+        kept = trim_loop(content)
+        if kept is not None:
+            content, trimmed, finish = kept, True, "stop"
+    problem = reply_problem(content, finish_reason=finish, instructions=instruction_texts())
+    if problem:
+        raise _BadReply(problem)
+    folded = content.casefold()
+    if grounding and not any(value.casefold() in folded for value in grounding):
+        shown = "; ".join(grounding)
+        raise _BadReply(f"the answer does not use the tool results, which say: {shown}")
+    if trimmed:
+        message = make_ai_message(content)
+    return message, trimmed
+
+
+def _preselect(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    settings: Any,
+    staged: bool,
+) -> Selection | None:
+    """Rank the tools against the question when the profile preselects (``preselect_k``) or
+    decides in stages (which reads the similarity); None otherwise."""
+    if not tools or (settings.preselect_k is None and not staged):
+        return None
+    return default_selector().select(
+        messages, tools, k=settings.preselect_k, always=settings.always
+    )
+
+
+def _with_generation(profile: Profile, generation: Any) -> Profile:
+    return Profile(profile.name, profile.model, generation, profile.tool_calling, profile.source)
 
 
 def validate_conversation(messages: Any) -> list[dict[str, Any]]:
@@ -65,6 +136,16 @@ def validate_conversation(messages: Any) -> list[dict[str, Any]]:
 def _current_turn_has_results(messages: list[dict[str, Any]]) -> bool:
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     return any(m.get("role") == "tool" for m in messages[last_user + 1 :])
+
+
+def _current_turn_results(messages: list[dict[str, Any]]) -> list[Any]:
+    """The outputs of the ToolMessages since the last user message."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return [
+        read_tool_result(m).get("output")
+        for m in messages[last_user + 1 :]
+        if m.get("role") == "tool"
+    ]
 
 
 def _validate_arguments(message: dict[str, Any], tools: dict[str, dict[str, Any]]) -> None:
@@ -119,7 +200,7 @@ def _corrective(error: str, mode: str) -> str:
         how = "Call a tool in your native tool-call format, or answer in plain text."
     else:
         how = "Reply again with exactly one JSON object in the required format."
-    return f"Your previous reply could not be used: {error}. {how}"
+    return CORRECTIVE.format(error=error, how=how)
 
 
 def _resolve_profile(
@@ -174,12 +255,21 @@ def generate_ai_message(
         tools, tools_index = [], {}
     tc_mode = settings.mode
     backend = backend or get_backend(profile)
-    check_mode_supported(backend, tc_mode, profile.name)
+    staged = tc_mode == "staged" and can_score(backend)
+    if tc_mode == "staged" and not staged:
+        tc_mode = "constrained"  # a backend that cannot score: one grammar over the reply
+    else:
+        check_mode_supported(backend, tc_mode, profile.name)
+    selection = _preselect(messages, tools, settings, staged)
+    if selection is not None:
+        tools = [tool for tool in tools if tool["name"] in selection.offered]
 
     response_schema = None
     if tc_mode == "constrained":
         response_schema = grammar.reply_schema(tools, plan=purpose == "plan", settings=settings)
-    prompt, dropped = _fit_prompt(backend, messages, tools, tc_mode, purpose, profile)
+    prompt_mode = "staged" if staged else tc_mode
+    found = evidence(messages, k=3) if staged else None
+    prompt, dropped = _fit_prompt(backend, messages, tools, prompt_mode, purpose, profile, found)
     record: dict[str, Any] = {
         "status": "error",
         "ai_message": None,
@@ -196,10 +286,15 @@ def generate_ai_message(
         },
         "mode": mode,
         "purpose": purpose,
-        "tool_calling": tc_mode,
+        "tool_calling": "staged" if staged else tc_mode,
         "dropped_messages": dropped,
         "prompt": prompt,
     }
+    if settings.mode == "staged" and not staged:
+        record["fallback"] = f"backend {backend.name!r} cannot score; one grammar per reply"
+    if selection is not None:
+        record["selection"] = selection.to_dict()
+    user_texts = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
     started = time.perf_counter()
     for attempt_number in range(settings.max_retries + 1):
         request = GenerationRequest(
@@ -211,12 +306,30 @@ def generate_ai_message(
             purpose=purpose,
             conversation=messages,
         )
+        force = None
+        if record["attempts"] and record["attempts"][-1].get("error", {}).get("type") == "bad_reply":
+            # the content was bad, not the choice to answer or call: keep the choice
+            force = (record["attempts"][-1].get("staged") or {}).get("choice")
         attempt_started = time.perf_counter()
         attempt: dict[str, Any] = {"attempt": attempt_number + 1, "raw_text": ""}
         record["attempts"].append(attempt)
         record["prompt"] = prompt
         try:
-            completion = backend.generate(request)
+            if staged:
+                engine = StagedEngine(
+                    backend,
+                    request,
+                    tools,
+                    selection,
+                    settings,
+                    purpose=purpose,
+                    has_results=_current_turn_has_results(messages),
+                    question=user_texts[-1] if user_texts else "",
+                    results=_current_turn_results(messages),
+                )
+                completion = engine.run(force="answer" if purpose == "final" else force)
+            else:
+                completion = backend.generate(request)
         except BackendError as exc:
             attempt.update(status="error", error={"type": "backend_error", "message": str(exc)})
             record["error"] = attempt["error"]
@@ -229,7 +342,10 @@ def generate_ai_message(
         }
         attempt["finish_reason"] = completion.finish_reason
         if completion.details:
-            attempt["backend"] = completion.details
+            details = dict(completion.details)
+            if "staged" in details:
+                attempt["staged"] = details.pop("staged")
+            attempt["backend"] = details
         for key in ("prompt_tokens", "completion_tokens"):
             record["usage"][key] += attempt["usage"][key] or 0
         record["raw_text"] = completion.text
@@ -237,11 +353,18 @@ def generate_ai_message(
             message, details = _interpret(completion, tools, purpose, settings)
             if tools_index or message["tool_calls"]:
                 _validate_arguments(message, tools_index)
+            message, trimmed = _check_quality(
+                message, completion, _grounding(found) if purpose != "final" else None
+            )
+            if trimmed:
+                details["loop_trimmed"] = True
         except ParseError as exc:
             kind = "unknown_tool" if "unknown tool" in exc.reason else "parse_error"
             attempt.update(status="error", error={"type": kind, "message": exc.reason})
         except _Unusable as exc:
             attempt.update(status="error", error={"type": exc.kind, "message": str(exc)})
+        except _BadReply as exc:
+            attempt.update(status="error", error={"type": "bad_reply", "message": str(exc)})
         else:
             merged = 0
             if settings.merge_duplicate_calls and message["tool_calls"]:
@@ -257,6 +380,10 @@ def generate_ai_message(
             {"role": "assistant", "content": completion.text},
             {"role": "user", "content": _corrective(attempt["error"]["message"], tc_mode)},
         ]
+        if attempt["error"]["type"] == "bad_reply" and profile.generation.repeat_penalty < 1.15:
+            # a loop or a copied text: retry with a repeat penalty as well as the reason
+            request_settings = request.settings.model_copy(update={"repeat_penalty": 1.15})
+            profile = _with_generation(profile, request_settings)
     if record["status"] != "success":
         record["parse"]["attempts"] = len(record["attempts"])
     record["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
@@ -270,21 +397,22 @@ def _fit_prompt(
     tc_mode: str,
     purpose: str,
     profile: Profile,
+    found: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """The prompt, with the oldest turns dropped when the backend says it would not fit."""
     budget_of = getattr(backend, "input_budget", None)
     count = getattr(backend, "count_prompt_tokens", None)
     budget = budget_of(profile.generation) if budget_of else None
+    def build(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return build_prompt_messages(
+            conversation, tools, mode=tc_mode, purpose=purpose, evidence=found
+        )
+
     if budget is None or count is None:
-        return build_prompt_messages(messages, tools, mode=tc_mode, purpose=purpose), 0
+        return build(messages), 0
     pass_tools = to_openai_tools(tools) if tools and tc_mode == "builtin" else None
-
-    def size(conversation: list[dict[str, Any]]) -> int:
-        prompt = build_prompt_messages(conversation, tools, mode=tc_mode, purpose=purpose)
-        return count(prompt, pass_tools)
-
-    kept, dropped = fit_messages(messages, size, budget)
-    return build_prompt_messages(kept, tools, mode=tc_mode, purpose=purpose), dropped
+    kept, dropped = fit_messages(messages, lambda c: count(build(c), pass_tools), budget)
+    return build(kept), dropped
 
 
 def _interpret(

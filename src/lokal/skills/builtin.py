@@ -16,7 +16,9 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from annotated_types import Interval
 
 from lokal.skills.workspace import Workspace
 from lokal.tools.registry import Tool, ToolRegistry, tool
@@ -35,6 +37,7 @@ __all__ = [
 BINARY_SNIFF_BYTES = 8192
 MAX_SEARCH_FILE_BYTES = 2 * 1024 * 1024
 MAX_READ_BYTES = 8 * 1024 * 1024
+MAX_READ_CHARS = 100_000
 MAX_TABLE_BYTES = 64 * 1024 * 1024
 MAX_TABLE_ROWS = 50
 SKIPPED_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
@@ -123,8 +126,60 @@ _CALC_FUNCTIONS: dict[str, Any] = {
 _CALC_NAMES = {"pi": math.pi, "e": math.e, "tau": math.tau, "True": True, "False": False}
 
 
+# Arithmetic in words, as small models copy it from the question ("48 divided by 6, plus 7",
+# "15% of 240", "2 to the power of 10", "125 乘以 8"): turned into symbols when the text as
+# written does not evaluate.
+_WORD_OPERATORS = (
+    (r"(\d+(?:\.\d+)?)\s*(?:%|percent)\s+of\b", r"(\1/100)*"),
+    (r"\bsquare root of\s*\(?\s*(\d+(?:\.\d+)?)\s*\)?", r"sqrt(\1)"),
+    (r"\bcube root of\s*\(?\s*(\d+(?:\.\d+)?)\s*\)?", r"cbrt(\1)"),
+    (r"\b(?:raised )?to the power of\b", "**"),
+    (r"\bsquared\b", "**2"),
+    (r"\bcubed\b", "**3"),
+    (r"\bplus\b|\band\b|加上|加", "+"),
+    (r"\bminus\b|减去|减", "-"),
+    (r"\b(?:times|multiplied by)\b|乘以|乘", "*"),
+    (r"\b(?:divided by|over)\b|除以", "/"),
+)
+_NOT_ARITHMETIC = re.compile(r"(?<![A-Za-z_])(?!(?:%s)\b)[A-Za-z_]\w*|[^\w\s.+\-*/%%^()]" % "|".join(
+    sorted({*_CALC_FUNCTIONS, *_CALC_NAMES}, key=len, reverse=True)
+))
+
+
+def arithmetic_from_words(text: str) -> str | None:
+    """``text`` with arithmetic words turned into operators and the other words dropped;
+    None when it holds no arithmetic word (then nothing is guessed: ``x + 1`` stays an
+    error, it does not become ``1``)."""
+    out = text.casefold()
+    changed = False
+    for pattern, replacement in _WORD_OPERATORS:
+        out, count = re.subn(pattern, replacement, out)
+        changed = changed or count > 0
+    if not changed:
+        return None
+    out = _NOT_ARITHMETIC.sub(" ", out)
+    return " ".join(out.split()) or None
+
+
 def calculate(expression: str) -> int | float | bool:
-    """Evaluate an arithmetic expression with simpleeval (never ``eval``); raise ValueError."""
+    """Evaluate an arithmetic expression with simpleeval (never ``eval``); raise ValueError.
+
+    An expression that does not evaluate as written is read once more with its arithmetic
+    words turned into operators (``arithmetic_from_words``)."""
+    try:
+        return _calculate(expression)
+    except ValueError:
+        spoken = arithmetic_from_words(str(expression))
+        if spoken is None or spoken == str(expression).strip():
+            raise
+        try:
+            return _calculate(spoken)
+        except ValueError:
+            pass
+        raise
+
+
+def _calculate(expression: str) -> int | float | bool:
     simpleeval = _require("simpleeval", "simpleeval")
     import ast
 
@@ -222,7 +277,7 @@ def parse_filter(expression: str) -> tuple[str, str, Any]:
 
 
 def get_current_datetime(timezone: str = "UTC") -> dict[str, Any]:
-    """Get the current date and time in a time zone.
+    """Get the current date and time in a time zone (what time is it, today's date; 现在几点、今天日期、时间).
 
     Args:
         timezone: An IANA time zone name such as "UTC", "Asia/Shanghai" or "Europe/London".
@@ -248,7 +303,9 @@ def get_current_datetime(timezone: str = "UTC") -> dict[str, Any]:
 
 
 def count_letter_in_string(text: str, letter: str) -> dict[str, Any]:
-    """Count how often a letter (or any substring) occurs in a text; case-sensitive.
+    """Count how often a letter occurs in a word or text (统计字母出现次数、有几个字母).
+
+    Case-sensitive; ``letter`` may be any substring.
 
     Args:
         text: The text to search in.
@@ -264,8 +321,8 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
 
     @tool
-    def file_reader(path: str, max_chars: int = 2000) -> dict[str, Any]:
-        """Read a text file from the workspace.
+    def file_reader(path: str, max_chars: Annotated[int, Interval(ge=1, le=MAX_READ_CHARS)] = 2000) -> dict[str, Any]:
+        """Read a text file from the workspace and return its content (open, show, view a file; 读取、查看、打开文件内容).
 
         Args:
             path: File path relative to the workspace root, e.g. "docs/agent_intro.txt".
@@ -294,8 +351,12 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
         }
 
     @tool
-    def local_file_search(query: str, root_dir: str = ".", max_results: int = 5) -> dict[str, Any]:
-        """Search the workspace for files whose name or text contains a query (case-insensitive).
+    def local_file_search(
+        query: str, root_dir: str = ".", max_results: Annotated[int, Interval(ge=1, le=100)] = 5
+    ) -> dict[str, Any]:
+        """Search the workspace for files whose name or text contains a query (find files; 搜索、查找文件).
+
+        The match is case-insensitive.
 
         Args:
             query: The text to look for.
@@ -336,7 +397,9 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
 
     @tool
     def calculator(expression: str) -> dict[str, Any]:
-        """Evaluate an arithmetic expression, e.g. "3.14 * 5" or "sqrt(2) * sin(pi / 4)".
+        """Calculate (compute) the value of an arithmetic expression: sums, products, powers, percentages (计算、算一下、等于多少).
+
+        Examples of expressions: "3.14 * 5", "sqrt(2) * sin(pi / 4)".
 
         Supports + - * / // % ** (also ^ for power), parentheses, the functions sqrt, exp,
         log, log10, log2, sin, cos, tan, asin, acos, atan, floor, ceil, abs, round, min, max,
@@ -345,20 +408,25 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
         Args:
             expression: The arithmetic expression to evaluate.
         """
-        return {"expression": expression, "result": calculate(expression)}
+        result = calculate(expression)
+        try:
+            _calculate(expression)
+            return {"expression": expression, "result": result}
+        except ValueError:
+            return {"expression": expression, "read_as": arithmetic_from_words(expression), "result": result}
 
     @tool
     def table_analyzer(
         path: str,
-        operation: str = "summary",
+        operation: Literal["summary", "filter", "groupby", "topk"] = "summary",
         column: str | None = None,
         filter: str | None = None,
         group_by: str | None = None,
-        agg: str = "sum",
-        k: int = 5,
+        agg: Literal["sum", "mean", "count", "min", "max"] = "sum",
+        k: Annotated[int, Interval(ge=1, le=1000)] = 5,
         ascending: bool = False,
     ) -> dict[str, Any]:
-        """Analyze a CSV, TSV or XLSX table in the workspace.
+        """Analyze a CSV, TSV or XLSX table in the workspace (summary, filter, group by, top rows; 分析表格数据、统计、摘要).
 
         Operations: "summary" (shape, columns, types, statistics, first rows), "filter" (rows
         matching the filter), "groupby" (aggregate column per group_by value) and "topk" (the

@@ -216,6 +216,8 @@ def annotation_to_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[st
         notes = [a for a in args[1:] if isinstance(a, str)]
         if notes:
             schema = {**schema, "description": " ".join(notes)}
+        for meta in args[1:]:
+            schema = _constrained(schema, meta)
         return schema
     if origin is typing.Literal:
         values = list(args)
@@ -255,6 +257,35 @@ def annotation_to_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[st
         return _typeddict_schema(tp, defs)
     # Path, datetime and other scalar-ish classes travel as strings.
     return {"type": "string", "description": f"a {getattr(tp, '__name__', tp)} as text"}
+
+
+# annotated_types / pydantic constraint attributes -> JSON Schema keywords
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def _constrained(schema: dict[str, Any], meta: Any) -> dict[str, Any]:
+    """``schema`` with the bounds of one ``Annotated`` item (``annotated_types.Ge(1)``,
+    ``Interval(ge=1, le=10)``, ``MaxLen(64)``, a pydantic ``Field(ge=1)``…)."""
+    if isinstance(meta, str):
+        return schema
+    out = dict(schema)
+    for item in [meta, *(getattr(meta, "metadata", None) or [])]:
+        for attribute, keyword in _BOUNDS.items():
+            value = getattr(item, attribute, None)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[keyword] = value
+        for attribute, suffix in (("min_length", "min"), ("max_length", "max")):
+            value = getattr(item, attribute, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                key = "Items" if out.get("type") == "array" else "Length"
+                out[suffix + key] = value
+        pattern = getattr(item, "pattern", None)
+        if isinstance(pattern, str):
+            out["pattern"] = pattern
+    description = getattr(meta, "description", None)
+    if isinstance(description, str) and description:
+        out["description"] = description
+    return out
 
 
 def _union_schema(args: tuple[Any, ...], defs: dict[str, Any]) -> dict[str, Any]:

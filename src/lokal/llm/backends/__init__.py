@@ -35,7 +35,11 @@ class GenerationRequest:
     (builtin/native mode) rather than relying on the prompt. ``response_schema`` is the
     JSON Schema the reply must match (constrained mode). ``purpose`` says which step asked:
     ``decide``, ``plan``, ``step`` or ``final``. ``conversation`` is the caller's messages
-    before any prompt decoration (the mock backend reads those two).
+    before any prompt decoration (the mock backend reads those two). ``prefix`` is the start
+    of the reply, already chosen: the model continues after it (staged decisions; backends
+    with the ``score`` capability). ``response_suffix`` is literal text the reply must end with
+    after the value of ``response_schema`` (the closing of an envelope whose start is in
+    ``prefix``).
     """
 
     messages: list[dict[str, Any]]
@@ -45,6 +49,8 @@ class GenerationRequest:
     response_schema: dict[str, Any] | None = None
     purpose: str = "decide"
     conversation: list[dict[str, Any]] = field(default_factory=list)
+    prefix: str = ""
+    response_suffix: str = ""
 
 
 @dataclass
@@ -149,6 +155,7 @@ def _model_load_key(profile: Profile) -> Hashable:
         m.n_threads,
         m.n_batch,
         m.chat_format,
+        m.grammar_engine,
         tuple(sorted((m.max_memory or {}).items())),
     )
 

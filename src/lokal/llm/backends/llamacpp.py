@@ -10,15 +10,21 @@ tokens were reused.
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import re
 import threading
 from typing import Any
+
+import numpy as np
 
 from lokal.config import Profile
 from lokal.errors import BackendError, ConfigError
 from lokal.llm.backends import Completion, GenerationRequest
+from lokal.llm.backends.masks import TokenMasks
 from lokal.llm.grammar import PROPERTY_ORDER, schema_key
 from lokal.llm.prompts import fallback_tools_system
+from lokal.llm.quality import MAX_LOOP_PERIOD, MIN_LOOP_REPEATS, MIN_LOOP_TOKENS, loop_period
 from lokal.models import resolve_model_path
 
 __all__ = ["LlamaCppBackend"]
@@ -38,7 +44,7 @@ class LlamaCppBackend:
     """One loaded GGUF model; thread-safe (one generation at a time)."""
 
     name = "llamacpp"
-    capabilities = frozenset({"prompt_json", "builtin", "constrained"})
+    capabilities = frozenset({"prompt_json", "builtin", "constrained", "staged", "score"})
 
     def __init__(self, profile: Profile) -> None:
         llama_cpp = _import_llama()
@@ -74,6 +80,8 @@ class LlamaCppBackend:
         self.bos_token = model.token_get_text(bos_id) if bos_id != -1 else ""
         self.formatter = Jinja2ChatFormatter(template, self.eos_token, self.bos_token)
         self._grammars: dict[str, Any] = {}
+        self.grammar_engine = settings.grammar_engine
+        self._token_masks: TokenMasks | None = None
         self._lock = threading.Lock()
         # free the model before interpreter shutdown tears down llama_cpp's module globals
         atexit.register(self.close)
@@ -98,15 +106,20 @@ class LlamaCppBackend:
         except Exception as exc:  # jinja raises many kinds; all mean the template refused
             raise BackendError(f"the chat template could not render the messages: {exc}") from exc
 
-    def grammar_for(self, schema: dict[str, Any]) -> Any:
-        """The compiled llama.cpp grammar of a reply schema, cached per schema."""
-        key = schema_key(schema)
+    def grammar_for(self, schema: dict[str, Any], suffix: str = "") -> Any:
+        """The compiled llama.cpp GBNF grammar of a reply schema (followed by the literal
+        ``suffix``), cached per schema: the fallback when llguidance is not installed or the
+        profile says ``grammar_engine: gbnf``."""
+        key = schema_key(schema) + "\x00" + suffix
         grammar = self._grammars.get(key)
         if grammar is None:
             from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 
             try:
-                gbnf = json_schema_to_gbnf(key, prop_order=PROPERTY_ORDER)
+                gbnf = json_schema_to_gbnf(schema_key(schema), prop_order=PROPERTY_ORDER)
+                if suffix:
+                    gbnf = re.sub(r"^root ::=", "reply-value ::=", gbnf, count=1, flags=re.M)
+                    gbnf += f"\nroot ::= reply-value {json.dumps(suffix)}\n"
                 grammar = LlamaGrammar.from_string(gbnf, verbose=False)
             except Exception as exc:
                 raise ConfigError(
@@ -114,6 +127,22 @@ class LlamaCppBackend:
                 ) from exc
             self._grammars[key] = grammar
         return grammar
+
+    def _constraint(self, schema: dict[str, Any], suffix: str = "") -> tuple[dict[str, Any], str]:
+        """create_completion arguments that constrain the reply to ``schema`` (+ ``suffix``),
+        and the engine used."""
+        if self.grammar_engine == "llguidance":
+            masks = self._masks()
+            if masks is not None:
+                return {"logits_processor": [masks.processor(schema, suffix)]}, "llguidance"
+        return {"grammar": self.grammar_for(schema, suffix)}, "gbnf"
+
+    def _masks(self) -> TokenMasks | None:
+        if self._token_masks is None:
+            self._token_masks = TokenMasks.for_llama(self.llm)
+            if self._token_masks is None:
+                self.grammar_engine = "gbnf"  # llguidance is not installed
+        return self._token_masks
 
     def count_prompt_tokens(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -125,9 +154,14 @@ class LlamaCppBackend:
 
     # -- generation ---------------------------------------------------------------------
 
+    def _prompt_text(self, request: GenerationRequest) -> str:
+        """The rendered prompt, plus the part of the reply already chosen (``prefix``)."""
+        return self.render(request.messages, request.tools if request.pass_tools else None) + (
+            request.prefix or ""
+        )
+
     def generate(self, request: GenerationRequest) -> Completion:
-        prompt = self.render(request.messages, request.tools if request.pass_tools else None)
-        grammar = self.grammar_for(request.response_schema) if request.response_schema else None
+        prompt = self._prompt_text(request)
         s = request.settings
         sampling: dict[str, Any] = {
             "max_tokens": s.max_new_tokens,
@@ -139,6 +173,10 @@ class LlamaCppBackend:
             "seed": s.seed,
             "stop": [t for t in (self.eos_token, *s.stop) if t],
         }
+        engine = None
+        if request.response_schema:
+            constraint, engine = self._constraint(request.response_schema, request.response_suffix)
+            sampling.update(constraint)
         with self._lock:
             tokens = self.llm.tokenize(prompt.encode("utf-8"), special=True)
             cached = self.llm.n_tokens
@@ -152,16 +190,125 @@ class LlamaCppBackend:
                     f"prompt of {len(tokens)} tokens + {s.max_new_tokens} new tokens exceeds "
                     f"the context of {self.llm.n_ctx()}; raise n_ctx or shorten the conversation"
                 )
+            loop = _LoopStop(len(tokens))
             try:
-                output = self.llm.create_completion(prompt, grammar=grammar, **sampling)
+                output = self.llm.create_completion(
+                    prompt,
+                    stopping_criteria=self._llama_cpp.StoppingCriteriaList([loop]),
+                    **sampling,
+                )
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"llama.cpp generation failed: {exc}") from exc
         choice = output["choices"][0]
         usage = output.get("usage") or {}
+        details: dict[str, Any] = {"reused_prompt_tokens": reused, "prompt_text": prompt}
+        if engine:
+            details["constraint"] = engine
+        finish = choice.get("finish_reason")
+        if loop.period is not None:
+            finish = "repetition"
+            details["loop_period_tokens"] = loop.period
         return Completion(
             text=choice.get("text") or "",
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
-            finish_reason=choice.get("finish_reason"),
-            details={"reused_prompt_tokens": reused, "prompt_text": prompt},
+            finish_reason=finish,
+            details=details,
         )
+
+    # -- scoring ------------------------------------------------------------------------
+
+    def score(self, request: GenerationRequest, continuations: list[str]) -> list[float]:
+        """The model's log-probability of each continuation after the prompt (+ prefix).
+
+        The prompt is evaluated once (reusing the KV cache of the previous call where the
+        tokens agree). Continuations are tokenized together with the prompt, so a token
+        that spans the boundary is scored as the model would have written it. They are
+        read in token order, as a trie: a token sequence shared by several continuations
+        (``"Read``, ``"Read notes``, ``"Read notes.txt``…) is evaluated once, and a
+        continuation that ends one token past a known position costs no evaluation at all.
+        """
+        if not continuations:
+            return []
+        text = self._prompt_text(request)
+        llm = self.llm
+        with self._lock:
+            base = llm.tokenize(text.encode("utf-8"), special=True)
+            full = [llm.tokenize((text + c).encode("utf-8"), special=True) for c in continuations]
+            common = min([len(base), *(_common_prefix(base, f) for f in full)])
+            common = max(1, common)
+            if max(len(f) for f in full) + 1 > llm.n_ctx():
+                raise BackendError(
+                    f"prompt of {len(base)} tokens does not fit the context of {llm.n_ctx()}"
+                )
+            paths = [tuple(f[common:]) for f in full]
+            # node (the tokens after the prompt) -> log-probabilities of the next token
+            nodes: dict[tuple[int, ...], np.ndarray] = {
+                (): _log_softmax(self._prefill(base[:common]))
+            }
+            in_cache: tuple[int, ...] = ()  # the tokens after the prompt now in the KV cache
+            for path in sorted(set(paths), key=lambda p: (p, -len(p))):
+                needed = path[:-1]
+                if not path or needed in nodes:
+                    continue
+                shared = _common_prefix(list(in_cache), list(needed))
+                while needed[:shared] not in nodes:  # start where the logits are known
+                    shared -= 1
+                rows = self._logits_after(common + shared, list(needed[shared:]))
+                for i in range(len(needed) - shared):
+                    nodes[needed[: shared + i + 1]] = _log_softmax(rows[i])
+                in_cache = needed
+            scores = [
+                sum(float(nodes[path[:i]][token]) for i, token in enumerate(path))
+                for path in paths
+            ]
+            llm.n_tokens = common  # the continuations' cache entries are dropped on next use
+        return scores
+
+    def _prefill(self, tokens: list[int]) -> np.ndarray:
+        """Evaluate ``tokens`` (reusing the cached prefix) and return the last logits."""
+        llm = self.llm
+        cached = llm.n_tokens
+        keep = llm.longest_token_prefix(llm._input_ids[:cached].tolist(), tokens) if cached else 0
+        keep = min(keep, len(tokens) - 1)  # re-read at least one token for fresh logits
+        llm.n_tokens = keep
+        llm.eval(tokens[keep:])
+        return np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).copy()
+
+    def _logits_after(self, position: int, tokens: list[int]) -> np.ndarray:
+        """Logits after each of ``tokens`` placed at ``position`` (the cache is not kept)."""
+        llm = self.llm
+        llm._ctx.kv_cache_seq_rm(-1, position, -1)
+        llm._batch.set_batch(batch=tokens, n_past=position, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(tokens), llm.n_vocab()))
+        return rows.copy()
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+class _LoopStop:
+    """A stopping criterion: stop when the generated tokens end in a loop."""
+
+    def __init__(self, prompt_tokens: int) -> None:
+        self.start = prompt_tokens
+        self.period: int | None = None
+
+    def __call__(self, input_ids: np.ndarray, logits: np.ndarray) -> bool:
+        generated = input_ids[self.start :]
+        if len(generated) < MIN_LOOP_TOKENS:
+            return False
+        self.period = loop_period(generated[-MAX_LOOP_PERIOD * MIN_LOOP_REPEATS :].tolist())
+        return self.period is not None

@@ -8,6 +8,11 @@
 A reply may be a string, a ``Completion``, or a callable taking the GenerationRequest and
 returning either (to answer from what was asked). Running out of replies is an error, so a
 test that expects two decisions and gets three fails loudly.
+
+``scorer(prefix, continuation) -> log-probability`` makes the double a backend that scores
+continuations (the ``score`` capability of staged decisions): ``prefix`` is the part of the
+reply already chosen, ``continuation`` one candidate after it. Every scoring call is kept in
+``scored`` as ``(prefix, [continuations])``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Callable, Iterable
 from lokal.llm.backends import Completion, GenerationRequest
 
 Reply = str | Completion | Callable[[GenerationRequest], "str | Completion"]
+Scorer = Callable[[str, str], float]
 
 __all__ = ["ScriptExhausted", "ScriptedBackend"]
 
@@ -37,10 +43,14 @@ class ScriptedBackend:
         replies: Iterable[Reply] = (),
         *,
         capabilities: Iterable[str] = ("prompt_json", "builtin", "constrained"),
+        scorer: Scorer | None = None,
     ) -> None:
         self._replies: deque[Reply] = deque(replies)
-        self.capabilities = frozenset(capabilities)
+        extra = ("staged", "score") if scorer is not None else ()
+        self.capabilities = frozenset((*capabilities, *extra))
         self.requests: list[GenerationRequest] = []
+        self.scorer = scorer
+        self.scored: list[tuple[str, list[str]]] = []
         self._lock = threading.Lock()
 
     def queue(self, *replies: Reply) -> ScriptedBackend:
@@ -51,6 +61,13 @@ class ScriptedBackend:
     @property
     def remaining(self) -> int:
         return len(self._replies)
+
+    def score(self, request: GenerationRequest, continuations: list[str]) -> list[float]:
+        if self.scorer is None:
+            raise AssertionError("this scripted backend was made without a scorer")
+        with self._lock:
+            self.scored.append((request.prefix, list(continuations)))
+        return [float(self.scorer(request.prefix, c)) for c in continuations]
 
     def generate(self, request: GenerationRequest) -> Completion:
         with self._lock:

@@ -1,0 +1,271 @@
+"""Calibrate a profile's staged-decision weights on lokal's development cases.
+
+    .venv/bin/python benchmarks/calibrate_staged.py [--profile smollm2-135m] \
+        [--cases data/dev/cases] [--tools data/dev/tools_lokal_run.json] [--out outputs/calibration]
+
+Development cases only (``data/dev/cases``): never the evaluation sets (``data/bench_cases``,
+BFCL), which the reported numbers come from. For every case the script runs the profile's
+prompt and preselection as ``generate_ai_message`` does and records the raw evidence of each
+stage, then fits:
+
+- answer or call: a logistic regression of "the case expects a call" on the model's opening
+  margin, the preselection similarity and "this turn has tool results" (weights and bias);
+- which tool: a grid over the weights of the name log-probability, the similarity and BM25;
+- argument values: a grid over the length weight of candidate values, with the right tool
+  given, on the cases whose expected arguments are listed;
+- another call: the bias of the continue margin, on the cases that expect one or two calls.
+
+It prints the ``staged:`` settings to put in configs/model.yaml and writes the evidence and
+the fit to ``--out`` (features.jsonl, fit.json). Accuracies printed are on the development
+cases themselves (in-sample): they say the fit worked, not how well it generalises; the
+evaluation sets say that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from lokal.bench.batch import load_cases
+from lokal.config import StagedSettings, load_profile
+from lokal.llm.backends import GenerationRequest, get_backend
+from lokal.llm.decide import _current_turn_has_results, _current_turn_results
+from lokal.llm.prompts import build_prompt_messages
+from lokal.llm.select import default_selector, last_user_text
+from lokal.llm.staged import CALL_OPENING, StagedEngine, args_schema
+from lokal.schema import normalize_tools_schema
+
+
+def _engine(backend, profile, case, tools, neutral: StagedSettings):
+    messages = case["messages"]
+    settings = profile.tool_calling.model_copy(update={"staged": neutral})
+    selection = default_selector().select(
+        messages, tools, k=settings.preselect_k, always=settings.always
+    )
+    offered = [t for t in tools if t["name"] in selection.offered]
+    prompt = build_prompt_messages(messages, offered, mode="staged", purpose="decide")
+    request = GenerationRequest(messages=prompt, settings=profile.generation)
+    engine = StagedEngine(
+        backend,
+        request,
+        offered,
+        selection,
+        settings,
+        purpose="decide",
+        has_results=_current_turn_has_results(messages),
+        question=last_user_text(messages),
+        results=_current_turn_results(messages),
+    )
+    return engine, offered, selection
+
+
+def collect(profile, cases, default_tools):
+    backend = get_backend(profile)
+    # neutral weights: stage 1 reports the raw LM margin and similarity
+    neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
+    rows = []
+    for case in cases:
+        tools = normalize_tools_schema(case.get("tools") or default_tools)
+        engine, offered, selection = _engine(backend, profile, case, tools, neutral)
+        expect = case["expect"]
+        wanted = [c["name"] for c in expect.get("tool_calls", [])]
+        stage1 = engine.call_margin()
+        row = {
+            "id": case["id"],
+            "call": bool(wanted),
+            "calls": len(wanted),
+            "results": engine.has_results,
+            "lm": stage1["lm"],
+            "similarity": stage1["similarity"],
+            "bm25": stage1["bm25"],
+            "offered": [t["name"] for t in offered],
+            "recall": bool(wanted) and wanted[0] in selection.offered,
+        }
+        if wanted and wanted[0] in engine.tools:
+            row["tools"] = engine.tool_scores(CALL_OPENING)
+            row["want"] = wanted[0]
+            first = expect["tool_calls"][0]
+            tool = engine.tools[wanted[0]]
+            schema = args_schema(tool, engine.question, engine.settings, optional="mentioned")
+            row["args"] = _arg_evidence(engine, tool, schema, first.get("args") or {})
+            if len(wanted) <= 2:
+                head = CALL_OPENING + tool["name"] + '", "args": '
+                text = engine.fill_args(head, schema)
+                row["continue"] = engine.continue_margin(head + text + "}")
+        rows.append(row)
+        print(f"  {case['id']:28s} lm={row['lm']:+.2f} sim={row['similarity']:.2f}", flush=True)
+    return rows
+
+
+def _arg_evidence(engine: StagedEngine, tool, schema, expected: dict) -> list[dict]:
+    """For each expected argument: every candidate's log-probability, length, and rightness."""
+    out = []
+    properties = schema.get("properties") or {}
+    head = CALL_OPENING + tool["name"] + '", "args": {'
+    for name, want in expected.items():
+        if name not in properties:
+            continue
+        candidates = engine.value_candidates(properties[name], [])
+        if not candidates:
+            continue
+        texts = [json.dumps(v, ensure_ascii=False) for v in candidates]
+        prefix = head + json.dumps(name) + ": "
+        scores = engine._score(prefix, [t + "}" for t in texts])
+        right = [_same(v, want) for v in candidates]
+        out.append(
+            {
+                "name": name,
+                "scores": scores,
+                "lengths": [len(t) for t in texts],
+                "right": right,
+            }
+        )
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.strip().casefold() == b.strip().casefold()
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b)
+    return a == b
+
+
+def _stage1_xy(rows):
+    x = np.array([[r["lm"], r["similarity"], r["bm25"], float(r["results"])] for r in rows])
+    y = np.array([1.0 if r["call"] else 0.0 for r in rows])
+    return x, y
+
+
+def cross_validated_stage1(rows, folds: int = 5) -> float:
+    """Accuracy of stage 1 on held-out development cases (k-fold, cases in file order)."""
+    right = 0
+    for fold in range(folds):
+        train = [r for i, r in enumerate(rows) if i % folds != fold]
+        test = [r for i, r in enumerate(rows) if i % folds == fold]
+        fit = fit_stage1(train)
+        x, y = _stage1_xy(test)
+        w = np.array([fit["lm_weight"], fit["similarity_weight"], fit["bm25_weight"],
+                      fit["results_bias"]])
+        right += int((((x @ w + fit["call_bias"]) > 0) == (y > 0.5)).sum())
+    return right / len(rows)
+
+
+def fit_stage1(rows):
+    """Logistic regression (numpy, L2, gradient descent) on lm, similarity, bm25, results."""
+    x, y = _stage1_xy(rows)
+    mean, std = x.mean(0), x.std(0) + 1e-9
+    z = (x - mean) / std
+    w = np.zeros(4)
+    b = 0.0
+    for _ in range(20000):
+        p = 1 / (1 + np.exp(-(z @ w + b)))
+        w -= 0.05 * (z.T @ (p - y) / len(y) + 0.01 * w)
+        b -= 0.05 * float((p - y).mean())
+    # back to the raw features: margin = sum(w_raw * x) + bias
+    w_raw = w / std
+    bias = b - float((w / std) @ mean)
+    accuracy = float((((x @ w_raw + bias) > 0) == (y > 0.5)).mean())
+    return {
+        "lm_weight": float(w_raw[0]),
+        "similarity_weight": float(w_raw[1]),
+        "similarity_center": 0.0,
+        "bm25_weight": float(w_raw[2]),
+        "results_bias": float(w_raw[3]),
+        "call_bias": bias,
+        "accuracy": accuracy,
+    }
+
+
+def fit_names(rows):
+    cases = [r for r in rows if r.get("tools")]
+    best = None
+    for lm in (0.0, 0.1, 0.2, 0.3, 0.5, 1.0):
+        for sim in (0.0, 2.0, 5.0, 10.0, 20.0):
+            for bm in (0.0, 0.5, 1.0, 2.0, 4.0):
+                right = 0
+                for r in cases:
+                    fused = {
+                        n: lm * v["lm"] + sim * v["similarity"] + bm * v["bm25"]
+                        for n, v in r["tools"].items()
+                    }
+                    right += max(fused, key=fused.get) == r["want"]
+                key = (right, -abs(lm - 0.3) - abs(sim - 5) / 10 - abs(bm - 1) / 4)
+                if best is None or key > best[0]:
+                    best = (key, {"name_lm_weight": lm, "name_similarity_weight": sim,
+                                  "name_bm25_weight": bm, "accuracy": right / max(1, len(cases))})
+    return best[1]
+
+
+def fit_values(rows):
+    params = [a for r in rows for a in r.get("args", []) if any(a["right"])]
+    best = None
+    for weight in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
+        right = sum(
+            a["right"][max(range(len(a["scores"])),
+                           key=lambda i: a["scores"][i] + weight * math.log(max(1, a["lengths"][i])))]
+            for a in params
+        )
+        if best is None or right > best[0]:
+            best = (right, weight)
+    return {"value_length_weight": best[1], "accuracy": best[0] / max(1, len(params)),
+            "parameters": len(params)}
+
+
+def fit_continue(rows):
+    cases = [r for r in rows if "continue" in r]
+    best = None
+    for bias in np.arange(-6, 6.01, 0.5):
+        right = sum(((r["continue"] + bias) > 0) == (r["calls"] > 1) for r in cases)
+        key = (right, -abs(bias))
+        if best is None or key > best[0]:
+            best = (key, float(bias))
+    return {"continue_bias": best[1], "accuracy": best[0][0] / max(1, len(cases))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_config", default="configs/model.yaml")
+    parser.add_argument("--profile", default=None)
+    parser.add_argument("--cases", default="data/dev/cases")
+    parser.add_argument("--tools", default="data/dev/tools_lokal_run.json")
+    parser.add_argument("--out", default="outputs/calibration")
+    args = parser.parse_args(argv)
+    profile = load_profile(args.model_config, args.profile, tool_calling="staged")
+    cases = load_cases(args.cases)
+    tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
+    print(f"collecting evidence on {len(cases)} development cases ({profile.name})", flush=True)
+    rows = collect(profile, cases, tools)
+    fit = {
+        "stage1": {**fit_stage1(rows), "accuracy_5fold": cross_validated_stage1(rows)},
+        "names": fit_names(rows),
+        "values": fit_values(rows),
+        "continue": fit_continue(rows),
+        "recall_at_k": sum(r["recall"] for r in rows if r["call"]) / max(1, sum(r["call"] for r in rows)),
+        "k": profile.tool_calling.preselect_k,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "features.jsonl").open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    (out / "fit.json").write_text(json.dumps(fit, indent=2) + "\n", encoding="utf-8")
+    staged = {
+        **{k: round(v, 3) for k, v in fit["stage1"].items() if not k.startswith("accuracy")},
+        **{k: v for k, v in fit["names"].items() if k != "accuracy"},
+        "value_length_weight": fit["values"]["value_length_weight"],
+        "continue_bias": fit["continue"]["continue_bias"],
+    }
+    print(json.dumps(fit, indent=2))
+    print("staged:", json.dumps(staged))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

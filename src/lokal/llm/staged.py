@@ -1,0 +1,553 @@
+"""Staged decisions: a reply built step by step, each step chosen where the model is strong.
+
+One grammar over every possible reply lets a 135M model wander: it may call three tools
+nobody asked for, or put an invalid value in a field it did not need. Here the reply
+``{"tool_calls": [{"name": ..., "args": {...}}, ...]}`` or ``{"content": ...}`` is built in
+stages, on a backend that can score continuations (``capabilities`` holds ``score``):
+
+1. **Answer or call.** The model's log-probability of the two reply openings
+   (``{"tool_calls": [{"name": "`` and ``{"content": "``), one forward pass each with the
+   prompt cached, gives a margin; it is combined with how close the question is to the best
+   tool on offer (the preselection's cosine similarity) and a bias, all calibrated per profile
+   on lokal's development cases (``benchmarks/calibrate_staged.py``), never on evaluation sets.
+2. **Which tool.** Among the preselected tools, the model's log-probability of each name is
+   fused with the preselection's similarity and BM25 scores.
+3. **Arguments.** Generated under that tool's own schema (enums, required fields, bounded
+   strings and numbers); optional parameters the question does not mention are left out
+   (``optional_args: mentioned``), since tiny models fill them with noise.
+4. **Another call?** When the profile allows parallel calls, the log-probability of opening
+   another call is compared with closing the list.
+
+An answer is generated under the answer-only schema. The result is the same JSON envelope a
+constrained reply would be, so parsing, validation, merging of identical calls and retries
+work as for every other mode. Each stage's scores are kept in ``Completion.details["staged"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from lokal.llm import grammar
+from lokal.llm.backends import Completion, GenerationRequest
+from lokal.llm.select import Selection, _words
+
+__all__ = ["ANSWER_OPENING", "CALL_OPENING", "StagedEngine", "can_score"]
+
+CALL_OPENING = '{"tool_calls": [{"name": "'
+ANSWER_OPENING = '{"content": "'
+_ARGS = '", "args": '
+_NEXT_CALL = ', {"name": "'
+_END_CALLS = "]}"
+_CLOSE_CALL = "}"
+_CLOSE_ARGS = "}"
+_MAX_VALUE_TOKENS = 48
+
+
+def can_score(backend: Any) -> bool:
+    """Whether ``backend`` scores continuations and continues a given reply prefix."""
+    return "score" in getattr(backend, "capabilities", ()) and callable(
+        getattr(backend, "score", None)
+    )
+
+
+def _log_softmax(values: list[float]) -> list[float]:
+    top = max(values)
+    total = math.log(sum(math.exp(v - top) for v in values))
+    return [v - top - total for v in values]
+
+
+def _mentioned(name: str, spec: Any, question: str) -> bool:
+    """Whether the question mentions an optional parameter: its name (as words) or one of
+    its enum values."""
+    folded = " ".join(re.findall(r"\w+", question.casefold()))
+    words = _words(name).casefold()
+    if words and re.search(rf"\b{re.escape(words)}\b", folded):
+        return True
+    if isinstance(spec, dict) and isinstance(spec.get("enum"), list):
+        for value in spec["enum"]:
+            text = " ".join(re.findall(r"\w+", str(value).casefold()))
+            if text and re.search(rf"\b{re.escape(text)}\b", folded):
+                return True
+    return False
+
+
+def args_schema(
+    tool: dict[str, Any], question: str, settings: Any, *, optional: str = "mentioned"
+) -> dict[str, Any]:
+    """The schema the arguments of ``tool`` are generated under: bounded, and with the
+    optional parameters the question does not mention removed (``optional="mentioned"``)."""
+    params = grammar.bounded_schema(
+        tool.get("parameters") or {"type": "object", "properties": {}},
+        max_string=settings.max_string_length,
+        max_items=settings.max_calls,
+    )
+    params = dict(params)
+    params.setdefault("type", "object")
+    properties = dict(params.get("properties") or {})
+    required = list(params.get("required") or [])
+    if optional == "mentioned":
+        properties = {
+            name: spec
+            for name, spec in properties.items()
+            if name in required or _mentioned(name, spec, question)
+        }
+    params["properties"] = properties
+    params["required"] = [r for r in required if r in properties]
+    params["additionalProperties"] = False
+    params.pop("maxProperties", None)
+    return params
+
+
+_EDGE = ".,;:!?。，；：！？()[]{}<>\"'“”‘’「」"
+_QUOTED = re.compile(r"'([^'\n]{1,120})'|\"([^\"\n]{1,120})\"|“([^”\n]{1,120})”|「([^」\n]{1,120})」")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\d)")
+_MAX_SPAN_WORDS = 4
+# an arithmetic expression: numbers (or a function call) joined by operators
+_FORMULA = re.compile(
+    r"[(\[]*(?:\d+(?:\.\d+)?|[a-z]\w*\()[)\]]*"
+    r"(?:\s*(?:\*\*|//|[-+*/^%×÷])\s*[(\[]*(?:\d+(?:\.\d+)?|[a-z]\w*\()[\d.)\]]*)+"
+)
+_MAX_CANDIDATES = 120
+
+
+# Words a value seldom starts or ends with (in lower case): "in mississippi", "the letter s"
+# are not values, "Mississippi", "The Hague" are.
+_EDGE_WORDS = frozenset(
+    "a an the in on at of to for from by with and or but is are was be do does did what "
+    "which who how when where why me my you your it its this that there please can could "
+    "would will tell show give find get about into than then".split()
+)
+
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+_CJK_PUNCT = re.compile(r"[，。？！、：；（）《》【】]")
+_SCRIPT_BOUNDARY = re.compile(rf"(?<=[{_CJK}])(?=[^\s{_CJK}])|(?<=[^\s{_CJK}])(?=[{_CJK}])")
+
+
+def _spaced(text: str) -> str:
+    """Spaces where Chinese or Japanese text meets other text or its own punctuation, so that
+    ``notes.txt，告诉我`` gives the words ``notes.txt`` and ``告诉我``."""
+    return _SCRIPT_BOUNDARY.sub(" ", _CJK_PUNCT.sub(" ", text))
+
+
+def _not_an_edge(word: str) -> bool:
+    return not word or word in _EDGE_WORDS or not any(c.isalnum() for c in word)
+
+
+def text_spans(text: str, *, max_words: int = _MAX_SPAN_WORDS) -> list[str]:
+    """Candidate string values in ``text``: runs of up to ``max_words`` words (punctuation
+    at their edges removed, not starting or ending with a lower-case function word), and
+    quoted passages. In order of appearance, without repeats."""
+    raw = _spaced(text).split()
+    words = [w.strip(_EDGE) for w in raw]
+    out: dict[str, None] = {}
+    for match in _QUOTED.finditer(text):
+        out.setdefault(next(g for g in match.groups() if g), None)
+    for i in range(len(words)):
+        if raw[i] != words[i]:
+            # the word with its inner punctuation kept ("r's", "bob@example.com.")
+            kept = raw[i].rstrip(".,;:!?。，；：！？").strip("\"'“”‘’「」()[]")
+            if kept and kept != words[i]:
+                out.setdefault(kept, None)
+        if len(words[i]) == 1:
+            out.setdefault(words[i], None)  # a letter, a digit, an operator
+        if words[i].lower().endswith(("'s", "’s")) and len(words[i]) > 2:
+            out.setdefault(words[i][:-2], None)  # "r's" -> "r"
+        if _not_an_edge(words[i]):
+            continue
+        for j in range(i + 1, min(len(words), i + max_words) + 1):
+            if _not_an_edge(words[j - 1]):
+                continue
+            span = " ".join(w for w in words[i:j] if w)
+            if span:
+                out.setdefault(span, None)
+    for match in _FORMULA.finditer(text):
+        out.setdefault(match.group(0).strip(), None)
+    return list(out)
+
+
+def text_numbers(text: str) -> list[int | float]:
+    out: list[int | float] = []
+    for token in _NUMBER.findall(text.replace(",", "")):
+        value = float(token) if "." in token else int(token)
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def _leaf_strings(value: Any, limit: int = 80) -> list[str]:
+    if isinstance(value, str):
+        return [value] if 0 < len(value) <= limit else []
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _leaf_strings(v, limit)]
+    if isinstance(value, list):
+        return [s for v in value[:20] for s in _leaf_strings(v, limit)]
+    return []
+
+
+_FORMATS = {
+    "path": re.compile(r"^[^\s]*(?:/|\\|\w\.[A-Za-z0-9]{1,6}$)[^\s]*$"),
+    "email": re.compile(r"^[^@\s]+@[^@\s]+\.\w+$"),
+    "date": re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{1,2}/\d{1,2}/\d{2,4}$"),
+    "uri": re.compile(r"^[a-z][a-z0-9+.-]*://\S+$"),
+}
+_FORMAT_WORDS = (
+    ("email", re.compile(r"e-?mail", re.I)),
+    ("uri", re.compile(r"\b(?:url|uri|link)s?\b", re.I)),
+    ("date", re.compile(r"\bdate\b|yyyy", re.I)),
+    ("path", re.compile(r"\b(?:path|file ?name|file|directory|dir|folder)s?\b", re.I)),
+)
+
+
+def inferred_format(name: str, spec: dict[str, Any]) -> str | None:
+    """The value shape a string parameter wants: its schema ``format`` when it names one of
+    path / email / date / uri, else what its name and description say (``file_path`` and
+    "Table file relative to the workspace" ask for a path)."""
+    declared = spec.get("format")
+    if declared in ("email", "date", "uri"):
+        return str(declared)
+    text = f"{_words(name)} {spec.get('description') or ''}"
+    for shape, words in _FORMAT_WORDS:
+        if words.search(_words(name)):
+            return shape
+    for shape, words in _FORMAT_WORDS:
+        if words.search(text):
+            return shape
+    return None
+
+
+def _kinds(spec: dict[str, Any]) -> set[str]:
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        return set(kind)
+    return {kind} if isinstance(kind, str) else set()
+
+
+def _distinct_strings(ranked: dict[str, list[tuple[str, float]]]) -> dict[str, str]:
+    """The chosen value text per parameter, no JSON string twice: of two parameters with the
+    same string, the one with the smaller lead over its next candidate takes that next one."""
+    position = dict.fromkeys(ranked, 0)
+
+    def value(name: str) -> str:
+        return ranked[name][position[name]][0]
+
+    def lead(name: str) -> float:
+        options = ranked[name]
+        i = position[name]
+        return options[i][1] - options[i + 1][1] if i + 1 < len(options) else math.inf
+
+    for _ in range(sum(len(r) for r in ranked.values())):
+        clash = None
+        names = list(ranked)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                if value(a) == value(b) and value(a).startswith('"'):
+                    clash = (a, b)
+                    break
+            if clash:
+                break
+        if clash is None:
+            break
+        loser = min(clash, key=lead)
+        if lead(loser) == math.inf:
+            break
+        position[loser] += 1
+    return {name: value(name) for name in ranked}
+
+
+@dataclass
+class _Stage:
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+
+
+class StagedEngine:
+    """Runs the stages for one attempt of one decision."""
+
+    def __init__(
+        self,
+        backend: Any,
+        request: GenerationRequest,
+        tools: list[dict[str, Any]],
+        selection: Selection | None,
+        settings: Any,
+        *,
+        purpose: str,
+        has_results: bool,
+        question: str,
+        results: list[Any] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.request = request
+        self.tools = {t["name"]: t for t in tools}
+        self.order = [t["name"] for t in tools]
+        self.selection = selection
+        self.settings = settings
+        self.staged = settings.staged
+        self.purpose = purpose
+        self.has_results = has_results
+        self.question = question
+        self.results = results or []
+        self.usage = _Stage()
+        self.trace: dict[str, Any] = {}
+        self._last: Completion | None = None
+        self._cut: str | None = None
+        self._param_name = ""
+
+    # -- stages -------------------------------------------------------------------------
+
+    def _score(self, prefix: str, continuations: list[str]) -> list[float]:
+        return self.backend.score(replace(self.request, prefix=prefix), continuations)
+
+    def _generate(
+        self, prefix: str, schema: dict[str, Any], max_tokens: int, suffix: str = ""
+    ) -> Completion:
+        settings = self.request.settings.model_copy(
+            update={"max_new_tokens": min(self.request.settings.max_new_tokens, max_tokens)}
+        )
+        completion = self.backend.generate(
+            replace(
+                self.request,
+                prefix=prefix,
+                response_schema=schema,
+                response_suffix=suffix,
+                settings=settings,
+            )
+        )
+        self.usage.completion_tokens += completion.completion_tokens or 0
+        self.usage.prompt_tokens = max(self.usage.prompt_tokens, completion.prompt_tokens or 0)
+        self._last = completion
+        return completion
+
+    def call_margin(self) -> dict[str, float]:
+        """Stage 1: the features and the margin of calling (> 0) over answering."""
+        call, answer = self._score("", [CALL_OPENING, ANSWER_OPENING])
+        s = self.staged
+        similarity = 0.0
+        if self.selection is not None:
+            # once results are in: how close the question is to what has not been done yet
+            selection = self.selection
+            similarity = (
+                selection.similarity_uncalled if self.has_results else selection.similarity
+            )
+        bm25 = self.selection.bm25(uncalled=self.has_results) if self.selection else 0.0
+        lm = call - answer
+        margin = (
+            s.lm_weight * lm
+            + s.similarity_weight * (similarity - s.similarity_center)
+            + s.bm25_weight * bm25
+            + s.call_bias
+            + (s.results_bias if self.has_results else 0.0)
+        )
+        return {"lm": lm, "similarity": similarity, "bm25": bm25, "margin": margin}
+
+    def tool_scores(self, prefix: str) -> dict[str, dict[str, float]]:
+        """Stage 2: per tool, the model's log-probability of its name (normalised over the
+        candidates), the preselection's similarity and BM25, and the fused score."""
+        names = self.order
+        lm = _log_softmax(self._score(prefix, [name + '"' for name in names]))
+        top_bm25 = 0.0
+        if self.selection:
+            top_bm25 = max((t.bm25 for t in self.selection.ranking if t.name in names), default=0)
+        s = self.staged
+        out = {}
+        for name, lm_score in zip(names, lm, strict=True):
+            ranked = self.selection.score_of(name) if self.selection else None
+            similarity = ranked.similarity if ranked else 0.0
+            bm25 = ranked.bm25 / top_bm25 if ranked and top_bm25 > 0 else 0.0
+            fused = (
+                s.name_lm_weight * lm_score
+                + s.name_similarity_weight * similarity
+                + s.name_bm25_weight * bm25
+            )
+            out[name] = {"lm": lm_score, "similarity": similarity, "bm25": bm25, "fused": fused}
+        return out
+
+    def continue_margin(self, prefix: str) -> float:
+        """Stage 4: log-probability of opening another call minus closing the list."""
+        more, stop = self._score(prefix, [_NEXT_CALL, _END_CALLS])
+        return more - stop + self.staged.continue_bias
+
+    def answer(self) -> Completion:
+        schema = grammar.reply_schema([], settings=self.settings)
+        return self._generate("", schema, self.request.settings.max_new_tokens)
+
+    # -- stage 3: arguments ------------------------------------------------------------
+
+    def value_candidates(self, spec: dict[str, Any], used: list[Any]) -> list[Any] | None:
+        """The values a parameter may take, to be scored; None: generate it under its schema.
+
+        Enums and booleans offer their values; strings the spans of the question and the
+        short strings of this turn's tool results; numbers the numbers found there. A value
+        already given to another parameter of the call comes last (origin != destination).
+        """
+        if "const" in spec:
+            return [spec["const"]]
+        if isinstance(spec.get("enum"), list) and spec["enum"]:
+            return list(spec["enum"])
+        kinds = _kinds(spec)
+        sources = [self.question, *(s for r in self.results for s in _leaf_strings(r))]
+        values: list[Any] = []
+        if kinds == {"boolean"}:
+            values = [True, False]
+        elif kinds and kinds <= {"string", "null"}:
+            for source in sources:
+                values += [v for v in text_spans(source) if v not in values]
+        elif kinds and kinds <= {"number", "integer", "null"}:
+            for source in sources:
+                for number in text_numbers(source):
+                    if "integer" in kinds and "number" not in kinds and not isinstance(number, int):
+                        continue
+                    if number not in values:
+                        values.append(number)
+        else:
+            return None
+        checker = Draft202012Validator(spec)
+        values = [v for v in values if checker.is_valid(v)][:_MAX_CANDIDATES]
+        shape = _FORMATS.get(inferred_format(self._param_name, spec) or "")
+        if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
+            # a path, e-mail, date or URL parameter takes only values of that shape
+            values = [v for v in values if isinstance(v, str) and shape.search(v)]
+        fresh = [v for v in values if v not in used]
+        return fresh + [v for v in values if v in used]
+
+    def choose_value(
+        self, prefix: str, spec: dict[str, Any], tail: str, used: list[Any]
+    ) -> tuple[list[tuple[str, float]], dict[str, Any]]:
+        """The JSON texts one argument value may take, best first with their scores: the
+        candidates by likelihood (the model's own greedy value under the schema competes as
+        one more candidate), or the generated value alone; and the trace."""
+        candidates = self.value_candidates(spec, used)
+        texts = [json.dumps(v, ensure_ascii=False) for v in candidates or []]
+        own = ""
+        if candidates is None or not texts or self.staged.generated_values:
+            free = self._generate(prefix, spec, _MAX_VALUE_TOKENS, suffix=tail)
+            own = free.text[: -len(tail)] if free.text.endswith(tail) else free.text
+            own = own.strip()
+            if candidates is None or not texts:
+                if free.finish_reason in ("length", "repetition"):
+                    self._cut = free.finish_reason
+                return [(own, 0.0)], {"generated": own, "finish_reason": free.finish_reason}
+            if own and own not in texts and free.finish_reason not in ("length", "repetition"):
+                texts.append(own)
+        scores = self._score(prefix, [t + tail for t in texts])
+        weight = self.staged.value_length_weight
+        adjusted = [s + weight * math.log(max(1, len(t))) for s, t in zip(scores, texts, strict=True)]
+        ranked = sorted(zip(texts, adjusted, strict=True), key=lambda pair: -pair[1])
+        trace = {
+            "chosen": ranked[0][0],
+            "generated": own,
+            "candidates": len(texts),
+            "top": [[t, round(v, 3)] for t, v in ranked[:3]],
+        }
+        return ranked, trace
+
+    def fill_args(self, head: str, schema: dict[str, Any]) -> str:
+        """The arguments object, one parameter at a time, after ``head`` (which ends with
+        ``"args": ``). Two string parameters do not get the same value (text and letter,
+        origin and destination): the one whose choice was closer switches to its next best."""
+        properties = schema.get("properties") or {}
+        names = list(properties)
+        text = "{"
+        used: list[Any] = []
+        chosen: dict[str, Any] = {}
+        ranked: dict[str, list[tuple[str, float]]] = {}
+        for index, name in enumerate(names):
+            key = (", " if index else "") + json.dumps(name, ensure_ascii=False) + ": "
+            tail = ", " if index < len(names) - 1 else _CLOSE_ARGS + _CLOSE_CALL + _END_CALLS
+            self._param_name = name
+            ranked[name], chosen[name] = self.choose_value(
+                head + text + key, properties[name], tail, used
+            )
+            text += key + ranked[name][0][0]
+            try:
+                used.append(json.loads(ranked[name][0][0]))
+            except json.JSONDecodeError:
+                pass
+        values = _distinct_strings({n: r for n, r in ranked.items()})
+        for name, value in values.items():
+            if value != ranked[name][0][0]:
+                chosen[name]["chosen"] = value
+                chosen[name]["switched"] = "same value as another parameter"
+        self.trace.setdefault("args", []).append(chosen)
+        body = ", ".join(f"{json.dumps(n, ensure_ascii=False)}: {values[n]}" for n in names)
+        return "{" + body + _CLOSE_ARGS
+
+    # -- the whole reply ----------------------------------------------------------------
+
+    def run(self, *, force: str | None = None) -> Completion:
+        """The reply as a Completion whose text is the JSON envelope. ``force`` is
+        ``"answer"`` or ``"call"`` to skip stage 1 (tools off; a call is required)."""
+        choice = force
+        if choice is None:
+            if not self.tools:
+                choice = "answer"
+            else:
+                stage1 = self.call_margin()
+                self.trace["answer_or_call"] = _rounded(stage1)
+                choice = "call" if stage1["margin"] > 0 else "answer"
+        self.trace["choice"] = choice
+        if choice == "answer":
+            completion = self.answer()
+            return self._result(completion.text, completion.finish_reason, completion)
+        prefix = CALL_OPENING
+        calls: list[dict[str, Any]] = []
+        finish = "stop"
+        while True:
+            scores = self.tool_scores(prefix)
+            name = max(self.order, key=lambda n: (scores[n]["fused"], -self.order.index(n)))
+            schema = args_schema(
+                self.tools[name],
+                self.question,
+                self.settings,
+                optional=self.staged.optional_args,
+            )
+            head = prefix + name + _ARGS
+            text = self.fill_args(head, schema)
+            if self._cut:
+                finish = self._cut
+            calls.append({"name": name, "scores": {n: _rounded(v) for n, v in scores.items()}})
+            prefix = head + text + _CLOSE_CALL
+            if finish != "stop":
+                break
+            if not self.settings.parallel_calls or len(calls) >= self.settings.max_calls:
+                break
+            margin = self.continue_margin(prefix)
+            calls[-1]["continue_margin"] = round(margin, 4)
+            if margin <= 0:
+                break
+            prefix += _NEXT_CALL
+        self.trace["calls"] = calls
+        return self._result(prefix + _END_CALLS, finish, self._last)
+
+    def _result(self, text: str, finish: str | None, last: Completion | None) -> Completion:
+        details: dict[str, Any] = {"staged": self.trace}
+        if last is not None:
+            details.update(
+                {k: v for k, v in last.details.items() if k not in ("prompt_text", "staged")}
+            )
+        return Completion(
+            text=text,
+            prompt_tokens=self.usage.prompt_tokens or None,
+            completion_tokens=self.usage.completion_tokens,
+            finish_reason=finish,
+            details=details,
+        )
+
+
+def _rounded(values: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in values.items()}
+
+
+def envelope_text(message: dict[str, Any]) -> str:
+    """A message as the compact JSON envelope (for tests and traces)."""
+    if message.get("tool_calls"):
+        calls = [{"name": c["name"], "args": c.get("args") or {}} for c in message["tool_calls"]]
+        return json.dumps({"tool_calls": calls}, ensure_ascii=False, separators=(", ", ": "))
+    return json.dumps({"content": message.get("content", "")}, ensure_ascii=False)
