@@ -3,9 +3,11 @@
     .venv/bin/python benchmarks/decision_perf.py [--repeats 5]
 
 1. decision overhead: generate_ai_message vs the bare llama.cpp call on the same prompt;
-2. constrained vs free decoding: time per generated token and tokens per reply;
-3. second turn of a growing conversation: prefix reuse vs cold (KV cache reset);
-4. llama.cpp vs transformers on the same GGUF: load time and tokens per second.
+2. constrained vs free decoding, with the 9 tools `lokal run` offers: time per generated
+   token with llguidance token masks and with llama.cpp's GBNF grammar, and tokens per reply;
+3. whole decisions with those 9 tools: staged (preselection, scoring) vs one grammar;
+4. second turn of a growing conversation: prefix reuse vs cold (KV cache reset);
+5. llama.cpp vs transformers on the same GGUF: load time and tokens per second.
 
 Results go to the `decision_perf` section of docs/performance.md.
 """
@@ -33,6 +35,8 @@ from lokal.schema import normalize_tools_schema
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "model.yaml"
 TOOLS = json.loads((ROOT / "data/messages/tools_schema_basic.json").read_text(encoding="utf-8"))
+# the tools `lokal run` offers with the example skill: 6 built-in, 2 skill tools, remember
+RUN_TOOLS = json.loads((ROOT / "data/dev/tools_lokal_run.json").read_text(encoding="utf-8"))
 QUESTIONS = [
     "Read docs/agent_intro.txt and summarise it.",
     "What is 3.14 * 5 - 2.5?",
@@ -57,49 +61,73 @@ def overhead(profile, repeats: int) -> dict:
     messages = [{"role": "user", "content": QUESTIONS[0]}]
     prompt = build_prompt_messages(messages, tools)
     request = GenerationRequest(messages=prompt, settings=profile.generation)
-    fixed = profile.with_tool_calling(max_retries=0)
+    fixed = profile.with_tool_calling(mode="prompt_json", max_retries=0, preselect_k=None)
     bare = median_time(lambda: backend.generate(request), repeats)
     full = median_time(lambda: generate_ai_message(fixed, messages, TOOLS), repeats)
     return {"bare_s": bare, "decide_s": full, "ratio": full / bare}
 
 
+def _with_engine(profile, engine: str):
+    model = profile.model.model_copy(update={"grammar_engine": engine})
+    return type(profile)(profile.name, model, profile.generation, profile.tool_calling)
+
+
 def constrained_vs_free(repeats: int) -> dict:
-    """Per-token time with the prompt already evaluated (so prompt reading, the same for both,
-    does not inflate the shorter constrained replies), and tokens per reply of full decisions."""
-    profile = load_profile(CONFIG)
-    backend = get_backend(profile)
-    tools = normalize_tools_schema(TOOLS)
-    schema = reply_schema(tools, settings=profile.tool_calling)
+    """Per-token time with the prompt already evaluated (so prompt reading, the same for all,
+    does not count), over the reply schema of the 9 tools of `lokal run`: free decoding,
+    llguidance masks through the logits processor, llama.cpp's GBNF grammar sampler."""
+    base = load_profile(CONFIG)
+    tools = normalize_tools_schema(RUN_TOOLS)
+    schema = reply_schema(tools, settings=base.tool_calling)
     rows: dict = {}
-    for mode, response_schema in (("prompt_json", None), ("constrained", schema)):
+    for label, engine, response_schema in (
+        ("free", "llguidance", None),
+        ("llguidance", "llguidance", schema),
+        ("gbnf", "gbnf", schema),
+    ):
+        profile = _with_engine(base, engine)
+        clear_backend_cache()
+        backend = get_backend(profile)
         seconds, tokens = 0.0, 0
         for question in QUESTIONS:
             prompt = build_prompt_messages(
-                [{"role": "user", "content": question}], tools, mode=mode
+                [{"role": "user", "content": question}],
+                tools,
+                mode="constrained" if response_schema else "prompt_json",
             )
             request = GenerationRequest(
                 messages=prompt, settings=profile.generation, response_schema=response_schema
             )
-            backend.generate(request)  # evaluates the prompt; the timed call reuses it
+            backend.generate(request)  # evaluates the prompt, compiles the grammar
             for _ in range(max(1, repeats // 2)):
                 start = time.perf_counter()
                 completion = backend.generate(request)
                 seconds += time.perf_counter() - start
                 tokens += completion.completion_tokens or 0
-        decided = load_profile(CONFIG, tool_calling=mode).with_tool_calling(max_retries=0)
-        reply_tokens = [
-            generate_ai_message(decided, [{"role": "user", "content": q}], TOOLS)["usage"][
-                "completion_tokens"
-            ]
-            for q in QUESTIONS
+        rows[label] = {"s_per_token": seconds / tokens, "tokens_per_call": tokens / (
+            len(QUESTIONS) * max(1, repeats // 2)
+        )}
+    clear_backend_cache()
+    for label in ("llguidance", "gbnf"):
+        rows[f"ratio_{label}"] = rows[label]["s_per_token"] / rows["free"]["s_per_token"]
+    return rows
+
+
+def staged_vs_single_grammar(profile, repeats: int) -> dict:
+    """Whole decisions with the 9 tools of `lokal run`: staged (preselection of 4 tools,
+    scored choices, candidates for arguments) vs one grammar over every reply."""
+    rows = {}
+    for mode in ("staged", "constrained"):
+        decided = profile.with_tool_calling(mode=mode, max_retries=0)
+        messages = [[{"role": "user", "content": q}] for q in QUESTIONS]
+        for m in messages:
+            generate_ai_message(decided, m, RUN_TOOLS)  # warm caches and compile grammars
+        seconds = [
+            median_time(lambda m=m: generate_ai_message(decided, m, RUN_TOOLS), max(1, repeats // 2))
+            for m in messages
         ]
-        rows[mode] = {
-            "s_per_token": seconds / tokens,
-            "tokens_per_reply": sum(reply_tokens) / len(reply_tokens),
-        }
-    rows["ratio_s_per_token"] = (
-        rows["constrained"]["s_per_token"] / rows["prompt_json"]["s_per_token"]
-    )
+        rows[mode] = {"s_per_decision": sum(seconds) / len(seconds)}
+    rows["ratio"] = rows["staged"]["s_per_decision"] / rows["constrained"]["s_per_decision"]
     return rows
 
 
@@ -172,22 +200,26 @@ def main() -> None:
     results = {
         "overhead": overhead(profile, args.repeats),
         "constrained": constrained_vs_free(args.repeats),
+        "staged": staged_vs_single_grammar(profile, args.repeats),
         "prefix": prefix_reuse(profile, args.repeats),
         "backends": llamacpp_vs_transformers(args.repeats),
     }
     print(json.dumps(results, indent=2))
-    o, c, p, b = (results[k] for k in ("overhead", "constrained", "prefix", "backends"))
+    o, c, st, p, b = (results[k] for k in ("overhead", "constrained", "staged", "prefix", "backends"))
     markdown = f"""
 ## Decisions on the bundled model
 
 Command: `.venv/bin/python benchmarks/decision_perf.py --repeats {args.repeats}` on {machine()},
 SmolLM2-135M-Instruct Q4_1, greedy. Each row is a ratio of two timings taken in the same run.
+"9 tools" are the tools `lokal run` offers with the example skill (`data/dev/tools_lokal_run.json`).
 
 | measure | value | ratio |
 | --- | --- | --- |
-| decision overhead: `generate_ai_message` vs bare backend call, same prompt | {o["decide_s"] * 1000:.0f} ms vs {o["bare_s"] * 1000:.0f} ms | {o["ratio"]:.3f} |
-| constrained vs free decoding: time per generated token (prompt already evaluated) | {c["constrained"]["s_per_token"] * 1000:.1f} ms vs {c["prompt_json"]["s_per_token"] * 1000:.1f} ms | {c["ratio_s_per_token"]:.2f} |
-| tokens per reply, constrained vs free | {c["constrained"]["tokens_per_reply"]:.0f} vs {c["prompt_json"]["tokens_per_reply"]:.0f} | {c["constrained"]["tokens_per_reply"] / c["prompt_json"]["tokens_per_reply"]:.2f} |
+| decision overhead: `generate_ai_message` (prompt_json) vs bare backend call, same prompt | {o["decide_s"] * 1000:.0f} ms vs {o["bare_s"] * 1000:.0f} ms | {o["ratio"]:.3f} |
+| constrained (llguidance masks) vs free decoding, 9 tools: time per generated token, prompt already evaluated | {c["llguidance"]["s_per_token"] * 1000:.1f} ms vs {c["free"]["s_per_token"] * 1000:.1f} ms | {c["ratio_llguidance"]:.2f} |
+| constrained (llama.cpp GBNF, the fallback) vs free decoding, same measure | {c["gbnf"]["s_per_token"] * 1000:.1f} ms vs {c["free"]["s_per_token"] * 1000:.1f} ms | {c["ratio_gbnf"]:.2f} |
+| tokens per reply, constrained vs free | {c["llguidance"]["tokens_per_call"]:.0f} vs {c["free"]["tokens_per_call"]:.0f} | {c["llguidance"]["tokens_per_call"] / c["free"]["tokens_per_call"]:.2f} |
+| whole decision, 9 tools: staged vs one grammar over the reply | {st["staged"]["s_per_decision"] * 1000:.0f} ms vs {st["constrained"]["s_per_decision"] * 1000:.0f} ms | {st["ratio"]:.2f} |
 | second turn of a growing conversation: prefix reuse vs cold | {p["reuse_s"] * 1000:.0f} ms vs {p["cold_s"] * 1000:.0f} ms | {p["ratio"]:.3f} |
 | load time, transformers vs llama.cpp (same GGUF) | {b["transformers"]["load_s"]:.2f} s vs {b["llamacpp"]["load_s"]:.2f} s | {b["ratio_load"]:.1f} |
 | generation speed, llama.cpp vs transformers | {b["llamacpp"]["tokens_per_s"]:.0f} vs {b["transformers"]["tokens_per_s"]:.0f} tokens/s | {b["ratio_tokens_per_s"]:.2f} |

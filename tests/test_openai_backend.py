@@ -72,6 +72,9 @@ def test_native_mode_falls_back_to_the_parser_when_the_call_is_left_in_content(
 
 def test_constrained_mode_through_response_format_gives_valid_replies(tmp_path, server_url):
     config = server_profile(tmp_path, server_url, response_format="json_object")
+    # bounds that fit a reply in 160 tokens: a reply cut off at the limit is not valid
+    text = config.read_text("utf-8") + "tool_calling: {max_calls: 2, max_string_length: 32}\n"
+    config.write_text(text, "utf-8")
     tools = basic_tools()
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     for name in ("messages_with_tool.json", "messages_multi_tool.json", "messages_no_tool.json"):

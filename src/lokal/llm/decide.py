@@ -57,6 +57,8 @@ def _grounding(found: list[str] | None) -> list[str]:
     values = []
     for passage in found or []:
         key, sep, value = passage.partition(": ")
+        if key.endswith(" failed"):
+            continue  # a failure may be explained in other words
         value = value.strip() if sep else passage.strip()
         if sep and 0 < len(value) <= 40:
             values.append(value)
@@ -260,6 +262,7 @@ def generate_ai_message(
         tc_mode = "constrained"  # a backend that cannot score: one grammar over the reply
     else:
         check_mode_supported(backend, tc_mode, profile.name)
+    known = tools  # a reply may call any tool of the conversation, offered or not
     selection = _preselect(messages, tools, settings, staged)
     if selection is not None:
         tools = [tool for tool in tools if tool["name"] in selection.offered]
@@ -350,7 +353,7 @@ def generate_ai_message(
             record["usage"][key] += attempt["usage"][key] or 0
         record["raw_text"] = completion.text
         try:
-            message, details = _interpret(completion, tools, purpose, settings)
+            message, details = _interpret(completion, known, purpose, settings)
             if tools_index or message["tool_calls"]:
                 _validate_arguments(message, tools_index)
             message, trimmed = _check_quality(

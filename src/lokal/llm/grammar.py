@@ -13,7 +13,9 @@ import copy
 import json
 from typing import Any
 
-__all__ = ["PROPERTY_ORDER", "bounded_schema", "reply_schema", "schema_key"]
+__all__ = ["MAX_NUMBER", "PROPERTY_ORDER", "bounded_schema", "reply_schema", "schema_key"]
+
+MAX_NUMBER = 10**12  # the bound put on numbers that have none (at most 13 digits)
 
 # Grammar converters order object keys; the envelope's keys come in this order, so that a
 # model names the tool before it writes the arguments, and plans reason before listing steps.
@@ -41,6 +43,10 @@ def bounded_schema(node: Any, *, max_string: int, max_items: int) -> Any:
         out["maxLength"] = min(out.get("maxLength", max_string), max_string)
     if "array" in kinds:
         out["maxItems"] = min(out.get("maxItems", max_items), max_items)
+    if {"integer", "number"} & set(kinds) and "enum" not in out and "const" not in out:
+        # a number with no bounds lets a tiny model write digits until max_new_tokens
+        out.setdefault("minimum", -MAX_NUMBER)
+        out.setdefault("maximum", MAX_NUMBER)
     if kind is None and not any(k in out for k in ("anyOf", "oneOf", "allOf", "enum", "const")):
         # "any": let the grammar pick a bounded scalar rather than unbounded nesting
         out["anyOf"] = [

@@ -23,8 +23,10 @@ __all__ = [
     "tools_block",
 ]
 
-ANSWER_FORM = '{"content": "<your answer>", "tool_calls": []}'
-CONSTRAINED_ANSWER_FORM = '{"content": "<your answer>"}'
+# No value worth copying: tiny models copy "<your answer>" verbatim (and a concrete example
+# answer too); a reply that does is caught by lokal.llm.quality all the same.
+ANSWER_FORM = '{"content": "...your answer, written out...", "tool_calls": []}'
+CONSTRAINED_ANSWER_FORM = '{"content": "...your answer, written out..."}'
 
 
 @cache

@@ -132,7 +132,8 @@ def reply_problem(
         return "the reply repeated itself in a loop; answer briefly, without repeating"
     if finish_reason == "length":
         return "the reply was cut off at the token limit; answer briefly"
-    if _PLACEHOLDER.match(content) or _ANGLE_PLACEHOLDER.search(content):
+    short_form = len(content) < 60 and re.search(r"\byour answer\b", content, re.IGNORECASE)
+    if _PLACEHOLDER.match(content) or _ANGLE_PLACEHOLDER.search(content) or short_form:
         return "the reply is a placeholder from the instructions, not an answer; write the answer itself"
     loop = text_loop(content)
     if loop is not None:

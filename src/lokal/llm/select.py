@@ -384,6 +384,8 @@ def evidence(
     for message in trailing:
         result = read_tool_result(message)
         if result["status"] != "success":
+            failure = f"{message.get('name', 'tool')} failed: {result['error']}"
+            passages += [failure[:300]] if failure not in passages else []
             continue
         args = (calls.get(message.get("tool_call_id")) or {}).get("args") or {}
         echoes = {str(v).strip() for v in args.values()}

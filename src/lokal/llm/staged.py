@@ -295,6 +295,8 @@ class StagedEngine:
         self.question = question
         self.results = results or []
         self.usage = _Stage()
+        self.reused: dict[str, int] = {}
+        self.scored = 0
         self.trace: dict[str, Any] = {}
         self._last: Completion | None = None
         self._cut: str | None = None
@@ -303,7 +305,13 @@ class StagedEngine:
     # -- stages -------------------------------------------------------------------------
 
     def _score(self, prefix: str, continuations: list[str]) -> list[float]:
-        return self.backend.score(replace(self.request, prefix=prefix), continuations)
+        scores = self.backend.score(replace(self.request, prefix=prefix), continuations)
+        seen = getattr(self.backend, "last_score", None) or {}
+        if not prefix and seen:  # the prompt itself, before any part of the reply
+            self.usage.prompt_tokens = max(self.usage.prompt_tokens, seen["prompt_tokens"])
+            self.reused.setdefault("reused_prompt_tokens", seen["reused_prompt_tokens"])
+        self.scored += len(continuations)
+        return scores
 
     def _generate(
         self, prefix: str, schema: dict[str, Any], max_tokens: int, suffix: str = ""
@@ -527,15 +535,21 @@ class StagedEngine:
         return self._result(prefix + _END_CALLS, finish, self._last)
 
     def _result(self, text: str, finish: str | None, last: Completion | None) -> Completion:
-        details: dict[str, Any] = {"staged": self.trace}
+        """The Completion of the whole staged reply. ``completion_tokens`` counts the reply's
+        tokens, whether generated or chosen by scoring (``continuations_scored`` says how many
+        candidates were read to choose them)."""
+        self.trace["continuations_scored"] = self.scored
+        details: dict[str, Any] = {"staged": self.trace, **self.reused}
         if last is not None:
             details.update(
                 {k: v for k, v in last.details.items() if k not in ("prompt_text", "staged")}
             )
+        counter = getattr(self.backend, "count_tokens", None)
+        completion_tokens = counter(text) if counter else self.usage.completion_tokens
         return Completion(
             text=text,
             prompt_tokens=self.usage.prompt_tokens or None,
-            completion_tokens=self.usage.completion_tokens,
+            completion_tokens=completion_tokens,
             finish_reason=finish,
             details=details,
         )

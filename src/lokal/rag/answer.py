@@ -83,8 +83,10 @@ def answer_question(
             "cited_by_model": False,
             "usage": {"prompt_tokens": 0, "completion_tokens": 0},
         }
+    # an answer from passages is prose with [n] markers, not a tool decision: free decoding
+    prose = profile.with_tool_calling(mode="prompt_json") if hasattr(profile, "with_tool_calling") else profile
     result = generate_ai_message(
-        profile, build_rag_messages(question, hits), [], backend=backend, purpose="final"
+        prose, build_rag_messages(question, hits), [], backend=backend, purpose="final"
     )
     text = (result["ai_message"] or {}).get("content") or "" if result["ai_message"] else ""
     if result["status"] != "success":

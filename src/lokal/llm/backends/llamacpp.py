@@ -82,6 +82,8 @@ class LlamaCppBackend:
         self._grammars: dict[str, Any] = {}
         self.grammar_engine = settings.grammar_engine
         self._token_masks: TokenMasks | None = None
+        self._reused = 0
+        self.last_score: dict[str, int] = {}
         self._lock = threading.Lock()
         # free the model before interpreter shutdown tears down llama_cpp's module globals
         atexit.register(self.close)
@@ -263,7 +265,12 @@ class LlamaCppBackend:
                 for path in paths
             ]
             llm.n_tokens = common  # the continuations' cache entries are dropped on next use
+            self.last_score = {"prompt_tokens": len(base), "reused_prompt_tokens": self._reused}
         return scores
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as this model reads it (no special tokens added)."""
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _prefill(self, tokens: list[int]) -> np.ndarray:
         """Evaluate ``tokens`` (reusing the cached prefix) and return the last logits."""
@@ -271,6 +278,7 @@ class LlamaCppBackend:
         cached = llm.n_tokens
         keep = llm.longest_token_prefix(llm._input_ids[:cached].tolist(), tokens) if cached else 0
         keep = min(keep, len(tokens) - 1)  # re-read at least one token for fresh logits
+        self._reused = keep
         llm.n_tokens = keep
         llm.eval(tokens[keep:])
         return np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).copy()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,11 @@ class TokenMasks:
             import llguidance.llamacpp
         except ImportError:
             return None
-        tokenizer = llguidance.llamacpp.lltokenizer_from_vocab(llm._model.vocab)
+        with warnings.catch_warnings():
+            # it reads each token's attributes with a llama.cpp call deprecated in
+            # llama-cpp-python 0.3.36 (one warning per vocabulary entry otherwise)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tokenizer = llguidance.llamacpp.lltokenizer_from_vocab(llm._model.vocab)
         return cls(tokenizer, llm.n_vocab())
 
     def matcher(self, schema: dict[str, Any], suffix: str = "") -> Any:
