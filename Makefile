@@ -28,7 +28,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/lokal run "Use the file_reader tool to read docs/agent_intro.txt, then tell me what an agent is made of." \
-		--model_name smollm2-135m-constrained --workspace data/workspace \
+		--workspace data/workspace \
 		--skills data/skills --max_iterations 4 --trace outputs/run_trace.jsonl
 
 test: $(STAMP)

@@ -271,3 +271,26 @@ def test_spans_and_numbers_of_a_question():
     assert "17 * 23 + 4" in text_spans("What is 17 * 23 + 4?")
     assert "bob@example.com" in text_spans("Email bob@example.com now.")
     assert text_numbers("Convert 1,250.5 euros, then 3 more") == [1250.5, 3]
+
+
+def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
+    call = {"id": "call_001", "name": "calculator", "args": {"expression": "2 + 2"}}
+    messages = [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {
+            "role": "tool",
+            "tool_call_id": "call_001",
+            "name": "calculator",
+            "status": "success",
+            "content": json.dumps({"status": "success", "output": {"result": 4}, "error": None}),
+        },
+    ]
+    backend = ScriptedBackend(
+        ['{"content": "It is 4."}'],
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0, '"2 + 2"': 0}),
+    )
+    result = generate_ai_message(staged_profile(), messages, basic_tools(), backend=backend)
+    assert result["ai_message"]["content"] == "It is 4."
+    staged = result["attempts"][0]["staged"]
+    assert staged["choice"] == "answer" and staged["calls"][0]["repeat_of_a_done_call"]

@@ -29,7 +29,7 @@ from lokal.llm.plan import parse_plan_output
 from lokal.llm.prompts import CORRECTIVE, EVIDENCE_LABEL, build_prompt_messages, fit_messages, instruction_texts
 from lokal.llm.quality import reply_problem, text_loop, trim_loop
 from lokal.llm.select import Selection, default_selector, evidence
-from lokal.llm.staged import StagedEngine, can_score
+from lokal.llm.staged import StagedEngine, call_key, can_score
 from lokal.messages import make_ai_message, read_tool_result
 from lokal.schema import normalize_tools_schema, to_openai_tools
 
@@ -148,6 +148,24 @@ def _current_turn_results(messages: list[dict[str, Any]]) -> list[Any]:
         for m in messages[last_user + 1 :]
         if m.get("role") == "tool"
     ]
+
+
+def _current_turn_done_calls(messages: list[dict[str, Any]]) -> set[str]:
+    """The calls made since the last user message whose result was a success."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    turn = messages[last_user + 1 :]
+    ok = {
+        m.get("tool_call_id")
+        for m in turn
+        if m.get("role") == "tool" and read_tool_result(m)["status"] == "success"
+    }
+    return {
+        call_key(c["name"], c.get("args") or {})
+        for m in turn
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or []
+        if c.get("id") in ok
+    }
 
 
 def _validate_arguments(message: dict[str, Any], tools: dict[str, dict[str, Any]]) -> None:
@@ -329,6 +347,7 @@ def generate_ai_message(
                     has_results=_current_turn_has_results(messages),
                     question=user_texts[-1] if user_texts else "",
                     results=_current_turn_results(messages),
+                    done=_current_turn_done_calls(messages),
                 )
                 completion = engine.run(force="answer" if purpose == "final" else force)
             else:

@@ -37,7 +37,7 @@ from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.select import Selection, _words
 
-__all__ = ["ANSWER_OPENING", "CALL_OPENING", "StagedEngine", "can_score"]
+__all__ = ["ANSWER_OPENING", "CALL_OPENING", "StagedEngine", "call_key", "can_score"]
 
 CALL_OPENING = '{"tool_calls": [{"name": "'
 ANSWER_OPENING = '{"content": "'
@@ -229,6 +229,17 @@ def _kinds(spec: dict[str, Any]) -> set[str]:
     return {kind} if isinstance(kind, str) else set()
 
 
+def call_key(name: str, args: Any) -> str:
+    """A call's identity: its name and its arguments as canonical JSON (``args`` may be
+    the JSON text or the object)."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return name + " " + args
+    return name + " " + json.dumps(args, sort_keys=True, ensure_ascii=False)
+
+
 def _distinct_strings(ranked: dict[str, list[tuple[str, float]]]) -> dict[str, str]:
     """The chosen value text per parameter, no JSON string twice: of two parameters with the
     same string, the one with the smaller lead over its next candidate takes that next one."""
@@ -282,6 +293,7 @@ class StagedEngine:
         has_results: bool,
         question: str,
         results: list[Any] | None = None,
+        done: set[str] | None = None,
     ) -> None:
         self.backend = backend
         self.request = request
@@ -294,6 +306,7 @@ class StagedEngine:
         self.has_results = has_results
         self.question = question
         self.results = results or []
+        self.done = done or set()
         self.usage = _Stage()
         self.reused: dict[str, int] = {}
         self.scored = 0
@@ -521,6 +534,15 @@ class StagedEngine:
             if self._cut:
                 finish = self._cut
             calls.append({"name": name, "scores": {n: _rounded(v) for n, v in scores.items()}})
+            if call_key(name, text) in self.done:
+                # the same call already succeeded in this turn: its result is in hand
+                calls[-1]["repeat_of_a_done_call"] = True
+                if len(calls) == 1:
+                    self.trace["calls"] = calls
+                    self.trace["choice"] = "answer"
+                    completion = self.answer()
+                    return self._result(completion.text, completion.finish_reason, completion)
+                break
             prefix = head + text + _CLOSE_CALL
             if finish != "stop":
                 break
