@@ -27,7 +27,6 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -151,8 +150,9 @@ def cross_validated_stage1(rows, folds: int = 5) -> float:
         test = [r for i, r in enumerate(rows) if i % folds == fold]
         fit = fit_stage1(train)
         x, y = _stage1_xy(test)
-        w = np.array([fit["lm_weight"], fit["similarity_weight"], fit["bm25_weight"],
-                      fit["results_bias"]])
+        w = np.array(
+            [fit["lm_weight"], fit["similarity_weight"], fit["bm25_weight"], fit["results_bias"]]
+        )
         right += int((((x @ w + fit["call_bias"]) > 0) == (y > 0.5)).sum())
     return right / len(rows)
 
@@ -198,8 +198,15 @@ def fit_names(rows):
                     right += max(fused, key=fused.get) == r["want"]
                 key = (right, -abs(lm - 0.3) - abs(sim - 5) / 10 - abs(bm - 1) / 4)
                 if best is None or key > best[0]:
-                    best = (key, {"name_lm_weight": lm, "name_similarity_weight": sim,
-                                  "name_bm25_weight": bm, "accuracy": right / max(1, len(cases))})
+                    best = (
+                        key,
+                        {
+                            "name_lm_weight": lm,
+                            "name_similarity_weight": sim,
+                            "name_bm25_weight": bm,
+                            "accuracy": right / max(1, len(cases)),
+                        },
+                    )
     return best[1]
 
 
@@ -208,14 +215,21 @@ def fit_values(rows):
     best = None
     for weight in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
         right = sum(
-            a["right"][max(range(len(a["scores"])),
-                           key=lambda i: a["scores"][i] + weight * math.log(max(1, a["lengths"][i])))]
+            a["right"][
+                max(
+                    range(len(a["scores"])),
+                    key=lambda i: a["scores"][i] + weight * math.log(max(1, a["lengths"][i])),
+                )
+            ]
             for a in params
         )
         if best is None or right > best[0]:
             best = (right, weight)
-    return {"value_length_weight": best[1], "accuracy": best[0] / max(1, len(params)),
-            "parameters": len(params)}
+    return {
+        "value_length_weight": best[1],
+        "accuracy": best[0] / max(1, len(params)),
+        "parameters": len(params),
+    }
 
 
 def fit_continue(rows):
@@ -247,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         "names": fit_names(rows),
         "values": fit_values(rows),
         "continue": fit_continue(rows),
-        "recall_at_k": sum(r["recall"] for r in rows if r["call"]) / max(1, sum(r["call"] for r in rows)),
+        "recall_at_k": sum(r["recall"] for r in rows if r["call"])
+        / max(1, sum(r["call"] for r in rows)),
         "k": profile.tool_calling.preselect_k,
     }
     out = Path(args.out)

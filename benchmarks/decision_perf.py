@@ -104,9 +104,10 @@ def constrained_vs_free(repeats: int) -> dict:
                 completion = backend.generate(request)
                 seconds += time.perf_counter() - start
                 tokens += completion.completion_tokens or 0
-        rows[label] = {"s_per_token": seconds / tokens, "tokens_per_call": tokens / (
-            len(QUESTIONS) * max(1, repeats // 2)
-        )}
+        rows[label] = {
+            "s_per_token": seconds / tokens,
+            "tokens_per_call": tokens / (len(QUESTIONS) * max(1, repeats // 2)),
+        }
     clear_backend_cache()
     for label in ("llguidance", "gbnf"):
         rows[f"ratio_{label}"] = rows[label]["s_per_token"] / rows["free"]["s_per_token"]
@@ -123,7 +124,9 @@ def staged_vs_single_grammar(profile, repeats: int) -> dict:
         for m in messages:
             generate_ai_message(decided, m, RUN_TOOLS)  # warm caches and compile grammars
         seconds = [
-            median_time(lambda m=m: generate_ai_message(decided, m, RUN_TOOLS), max(1, repeats // 2))
+            median_time(
+                lambda m=m, d=decided: generate_ai_message(d, m, RUN_TOOLS), max(1, repeats // 2)
+            )
             for m in messages
         ]
         rows[mode] = {"s_per_decision": sum(seconds) / len(seconds)}
@@ -205,7 +208,9 @@ def main() -> None:
         "backends": llamacpp_vs_transformers(args.repeats),
     }
     print(json.dumps(results, indent=2))
-    o, c, st, p, b = (results[k] for k in ("overhead", "constrained", "staged", "prefix", "backends"))
+    o, c, st, p, b = (
+        results[k] for k in ("overhead", "constrained", "staged", "prefix", "backends")
+    )
     markdown = f"""
 ## Decisions on the bundled model
 

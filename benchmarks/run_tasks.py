@@ -50,7 +50,9 @@ def judge(task: dict, result) -> tuple[bool, str]:
     missing = [t for t in wanted if t not in called]
     if missing:
         return False, f"did not call {missing} (called {called})"
-    absent = [t for t in task.get("expect_contains") or [] if t.casefold() not in result.answer.casefold()]
+    absent = [
+        t for t in task.get("expect_contains") or [] if t.casefold() not in result.answer.casefold()
+    ]
     if absent:
         return False, f"answer lacks {absent}"
     return True, "ok"
@@ -116,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             handle.flush()
             mark = "PASS" if ok else "FAIL"
-            print(f"{mark} {task['id']:12s} {row['seconds']:6.1f}s {why}: {result.answer[:120]!r}", flush=True)
+            print(
+                f"{mark} {task['id']:12s} {row['seconds']:6.1f}s {why}: {result.answer[:120]!r}",
+                flush=True,
+            )
     low, high = wilson(passed, len(tasks))
     print(f"passed {passed}/{len(tasks)} (95% CI {100 * low:.0f}-{100 * high:.0f}%)")
     return 0

@@ -256,7 +256,11 @@ def test_bench_against_a_real_llama_cpp_server_with_concurrency(tmp_path):
                     "generation": {"max_new_tokens": 96, "temperature": 0},
                     # short bounds so that a reply fits in 96 tokens (a cut-off reply
                     # is not a valid one)
-                    "tool_calling": {"mode": "constrained", "max_calls": 1, "max_string_length": 32},
+                    "tool_calling": {
+                        "mode": "constrained",
+                        "max_calls": 1,
+                        "max_string_length": 32,
+                    },
                 }
             ),
             "utf-8",

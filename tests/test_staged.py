@@ -115,6 +115,7 @@ def test_argument_values_are_spans_of_the_question_chosen_by_likelihood():
             },
         }
     ]
+
     def score(prefix, continuation):
         if prefix.endswith('"text": '):
             return scorer({'"mississippi"': -1.0, '"s"': -1.5})(prefix, continuation)
@@ -126,7 +127,7 @@ def test_argument_values_are_spans_of_the_question_chosen_by_likelihood():
     result = ask("How many s are in mississippi?", backend, tools=tools)
     assert result["ai_message"]["tool_calls"][0]["args"] == {"text": "mississippi", "letter": "s"}
     # the value already given to `text` is offered last for `letter`
-    letter_round = [c for p, c in backend.scored if p.endswith('"letter": ')][0]
+    letter_round = next(c for p, c in backend.scored if p.endswith('"letter": '))
     assert letter_round[-1].startswith('"mississippi"')
     assert not backend.requests, "no value was generated: every one was scored"
 
@@ -219,7 +220,9 @@ def test_parallel_calls_off_means_one_call():
 
 
 def test_a_backend_that_cannot_score_gets_one_grammar_per_reply():
-    backend = ScriptedBackend([json.dumps({"tool_calls": [{"name": "calculator", "args": {"expression": "1+1"}}]})])
+    backend = ScriptedBackend(
+        [json.dumps({"tool_calls": [{"name": "calculator", "args": {"expression": "1+1"}}]})]
+    )
     result = ask("1+1?", backend)
     assert result["status"] == "success"
     assert result["tool_calling"] == "constrained" and "cannot score" in result["fallback"]

@@ -52,7 +52,6 @@ __all__ = [
 EventCallback = Callable[[dict[str, Any]], None]
 
 
-
 @dataclass
 class AgentSettings:
     """Loop guards and strategy."""
@@ -338,7 +337,11 @@ class _Run:
                 continue
             message = make_tool_message(
                 call,
-                output={"repeated_call": True, "earlier_result": earlier["output"], "note": REPEAT_NOTE},
+                output={
+                    "repeated_call": True,
+                    "earlier_result": earlier["output"],
+                    "note": REPEAT_NOTE,
+                },
             )
             stamp = {"start_perf": time.perf_counter(), "start_time": time.time()}
             common = {
@@ -390,7 +393,9 @@ class _Run:
         """``message`` with call ids that go on counting from the calls already in the
         conversation (``call_001``, ``call_002``… once per conversation, not per reply), so
         that a ToolMessage answers exactly one call."""
-        used = sum(len(m.get("tool_calls") or []) for m in self.messages if m.get("role") == "assistant")
+        used = sum(
+            len(m.get("tool_calls") or []) for m in self.messages if m.get("role") == "assistant"
+        )
         calls = [
             {**call, "id": call_id(used + index)}
             for index, call in enumerate(message["tool_calls"])
@@ -401,7 +406,9 @@ class _Run:
         """The result of the last call of this run identical to ``call``, if any."""
         found = None
         results = {
-            m.get("tool_call_id"): m for m in self.messages[self.run_start :] if m.get("role") == "tool"
+            m.get("tool_call_id"): m
+            for m in self.messages[self.run_start :]
+            if m.get("role") == "tool"
         }
         for message in self.messages[self.run_start :]:
             if message.get("role") != "assistant":
@@ -438,9 +445,7 @@ class _Run:
             self.messages.append(message)
             return self.finish(status, message["content"], reason, iterations)
         reason += f", which failed too ({result['error']['message']})"
-        return self.finish(
-            status, self.results_in_hand(reason), reason, iterations, answered=False
-        )
+        return self.finish(status, self.results_in_hand(reason), reason, iterations, answered=False)
 
     def results_in_hand(self, reason: str) -> str:
         """A plain account of the run when the model wrote no answer: why, and the

@@ -26,7 +26,13 @@ from lokal.llm.backends import (
 )
 from lokal.llm.parsing import ParseResult, coerce_args, parse_model_output, resolve_tool_name
 from lokal.llm.plan import parse_plan_output
-from lokal.llm.prompts import CORRECTIVE, EVIDENCE_LABEL, build_prompt_messages, fit_messages, instruction_texts
+from lokal.llm.prompts import (
+    CORRECTIVE,
+    EVIDENCE_LABEL,
+    build_prompt_messages,
+    fit_messages,
+    instruction_texts,
+)
 from lokal.llm.quality import reply_problem, text_loop, trim_loop
 from lokal.llm.select import Selection, default_selector, evidence
 from lokal.llm.staged import StagedEngine, call_key, can_score
@@ -328,7 +334,10 @@ def generate_ai_message(
             conversation=messages,
         )
         force = None
-        if record["attempts"] and record["attempts"][-1].get("error", {}).get("type") == "bad_reply":
+        if (
+            record["attempts"]
+            and record["attempts"][-1].get("error", {}).get("type") == "bad_reply"
+        ):
             # the content was bad, not the choice to answer or call: keep the choice
             force = (record["attempts"][-1].get("staged") or {}).get("choice")
         attempt_started = time.perf_counter()
@@ -425,6 +434,7 @@ def _fit_prompt(
     budget_of = getattr(backend, "input_budget", None)
     count = getattr(backend, "count_prompt_tokens", None)
     budget = budget_of(profile.generation) if budget_of else None
+
     def build(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return build_prompt_messages(
             conversation, tools, mode=tc_mode, purpose=purpose, evidence=found

@@ -80,7 +80,9 @@ def tool_lines(tools: list[dict[str, Any]]) -> str:
             f"{name}{'' if name in required else '?'}: {_type_of(spec)}"
             for name, spec in (parameters.get("properties") or {}).items()
         ]
-        lines.append(f"- {tool['name']}({', '.join(params)}): {_first_sentence(tool.get('description'))}")
+        lines.append(
+            f"- {tool['name']}({', '.join(params)}): {_first_sentence(tool.get('description'))}"
+        )
     return "\n".join(lines)
 
 
@@ -105,7 +107,11 @@ def _results_message(tool_messages: list[dict[str, Any]]) -> dict[str, Any]:
         result = read_tool_result(message)
         name = message.get("name", "tool")
         output = result["output"]
-        if result["status"] == "success" and isinstance(output, dict) and output.get("repeated_call"):
+        if (
+            result["status"] == "success"
+            and isinstance(output, dict)
+            and output.get("repeated_call")
+        ):
             lines.append(f"Result of {name} (as before): {_dumps(output.get('earlier_result'))}")
         elif result["status"] == "success":
             lines.append(f"Result of {name}: {_dumps(output)}")

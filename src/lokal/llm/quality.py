@@ -134,7 +134,10 @@ def reply_problem(
         return "the reply was cut off at the token limit; answer briefly"
     short_form = len(content) < 60 and re.search(r"\byour answer\b", content, re.IGNORECASE)
     if _PLACEHOLDER.match(content) or _ANGLE_PLACEHOLDER.search(content) or short_form:
-        return "the reply is a placeholder from the instructions, not an answer; write the answer itself"
+        return (
+            "the reply is a placeholder from the instructions, not an answer; "
+            "write the answer itself"
+        )
     loop = text_loop(content)
     if loop is not None:
         return f"the reply repeats {loop.strip()[:40]!r} over and over; answer briefly"

@@ -256,7 +256,9 @@ class ToolSelector:
         index = BM25Index(names, [bm25_text(d) for d in documents])
         for name, value in index.search(bm25_text(query), k=len(names)):
             sparse_scores[name] = value
-        sparse_rank = [n for n in sorted(names, key=lambda n: -sparse_scores[n]) if sparse_scores[n] > 0]
+        sparse_rank = [
+            n for n in sorted(names, key=lambda n: -sparse_scores[n]) if sparse_scores[n] > 0
+        ]
         found = self._tool_vectors(documents) if query.strip() else None
         similarity = dict.fromkeys(names, 0.0)
         rankings = [sparse_rank]
@@ -268,12 +270,8 @@ class ToolSelector:
                 similarity = {n: float(c) for n, c in zip(names, cosines, strict=True)}
                 rankings.insert(0, sorted(names, key=lambda n: -similarity[n]))
         fused = dict(rrf(rankings))
-        order = sorted(
-            names, key=lambda n: (-fused.get(n, 0.0), -similarity[n], names.index(n))
-        )
-        ranking = [
-            ToolScore(n, fused.get(n, 0.0), similarity[n], sparse_scores[n]) for n in order
-        ]
+        order = sorted(names, key=lambda n: (-fused.get(n, 0.0), -similarity[n], names.index(n)))
+        ranking = [ToolScore(n, fused.get(n, 0.0), similarity[n], sparse_scores[n]) for n in order]
         return ranking, found is not None
 
     def select(
@@ -393,10 +391,15 @@ def evidence(
     if len(passages) <= k:
         return passages
     question = last_user_text(messages)
-    ranked = [p for p, _ in BM25Index(passages, [bm25_text(p) for p in passages]).search(
-        bm25_text(question), k=_MAX_EVIDENCE_CANDIDATES
-    )]
-    pool = ranked + [p for p in passages if p not in ranked][: _MAX_EVIDENCE_CANDIDATES - len(ranked)]
+    ranked = [
+        p
+        for p, _ in BM25Index(passages, [bm25_text(p) for p in passages]).search(
+            bm25_text(question), k=_MAX_EVIDENCE_CANDIDATES
+        )
+    ]
+    pool = (
+        ranked + [p for p in passages if p not in ranked][: _MAX_EVIDENCE_CANDIDATES - len(ranked)]
+    )
     selector = selector or default_selector()
     vectors = selector._embed([question, *pool])
     if vectors is None:

@@ -25,6 +25,7 @@ work as for every other mode. Each stage's scores are kept in ``Completion.detai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -105,7 +106,9 @@ def args_schema(
 
 
 _EDGE = ".,;:!?。，；：！？()[]{}<>\"'“”‘’「」"
-_QUOTED = re.compile(r"'([^'\n]{1,120})'|\"([^\"\n]{1,120})\"|“([^”\n]{1,120})”|「([^」\n]{1,120})」")
+_QUOTED = re.compile(
+    r"'([^'\n]{1,120})'|\"([^\"\n]{1,120})\"|“([^”\n]{1,120})”|「([^」\n]{1,120})」"
+)
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\d)")
 _MAX_SPAN_WORDS = 4
 # an arithmetic expression: numbers (or a function call) joined by operators
@@ -119,9 +122,12 @@ _MAX_CANDIDATES = 120
 # Words a value seldom starts or ends with (in lower case): "in mississippi", "the letter s"
 # are not values, "Mississippi", "The Hague" are.
 _EDGE_WORDS = frozenset(
-    "a an the in on at of to for from by with and or but is are was be do does did what "
-    "which who how when where why me my you your it its this that there please can could "
-    "would will tell show give find get about into than then".split()
+    re.findall(
+        r"\w+",
+        """a an the in on at of to for from by with and or but is are was be do does did what
+        which who how when where why me my you your it its this that there please can could
+        would will tell show give find get about into than then""",
+    )
 )
 
 
@@ -354,9 +360,7 @@ class StagedEngine:
         if self.selection is not None:
             # once results are in: how close the question is to what has not been done yet
             selection = self.selection
-            similarity = (
-                selection.similarity_uncalled if self.has_results else selection.similarity
-            )
+            similarity = selection.similarity_uncalled if self.has_results else selection.similarity
         bm25 = self.selection.bm25(uncalled=self.has_results) if self.selection else 0.0
         lm = call - answer
         margin = (
@@ -459,7 +463,9 @@ class StagedEngine:
                 texts.append(own)
         scores = self._score(prefix, [t + tail for t in texts])
         weight = self.staged.value_length_weight
-        adjusted = [s + weight * math.log(max(1, len(t))) for s, t in zip(scores, texts, strict=True)]
+        adjusted = [
+            s + weight * math.log(max(1, len(t))) for s, t in zip(scores, texts, strict=True)
+        ]
         ranked = sorted(zip(texts, adjusted, strict=True), key=lambda pair: -pair[1])
         trace = {
             "chosen": ranked[0][0],
@@ -487,10 +493,8 @@ class StagedEngine:
                 head + text + key, properties[name], tail, used
             )
             text += key + ranked[name][0][0]
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 used.append(json.loads(ranked[name][0][0]))
-            except json.JSONDecodeError:
-                pass
         values = _distinct_strings({n: r for n, r in ranked.items()})
         for name, value in values.items():
             if value != ranked[name][0][0]:

@@ -84,7 +84,11 @@ def answer_question(
             "usage": {"prompt_tokens": 0, "completion_tokens": 0},
         }
     # an answer from passages is prose with [n] markers, not a tool decision: free decoding
-    prose = profile.with_tool_calling(mode="prompt_json") if hasattr(profile, "with_tool_calling") else profile
+    prose = (
+        profile.with_tool_calling(mode="prompt_json")
+        if hasattr(profile, "with_tool_calling")
+        else profile
+    )
     result = generate_ai_message(
         prose, build_rag_messages(question, hits), [], backend=backend, purpose="final"
     )

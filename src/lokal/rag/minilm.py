@@ -62,7 +62,9 @@ class MiniLM:
             + w["embeddings.position_embeddings.weight"][:n]
             + w["embeddings.token_type_embeddings.weight"][0]
         )
-        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
+        x = _layer_norm(
+            x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps
+        )
         head = self.dim // self.heads
         scale = 1.0 / np.sqrt(head)
         for i in range(self.layers):

@@ -17,9 +17,8 @@ model reading instructions it cannot follow, and it invents the results.
 from __future__ import annotations
 
 import dataclasses
-import json
-
 import difflib
+import json
 import os
 import re
 import shlex

@@ -141,9 +141,10 @@ _WORD_OPERATORS = (
     (r"\b(?:times|multiplied by)\b|乘以|乘", "*"),
     (r"\b(?:divided by|over)\b|除以", "/"),
 )
-_NOT_ARITHMETIC = re.compile(r"(?<![A-Za-z_])(?!(?:%s)\b)[A-Za-z_]\w*|[^\w\s.+\-*/%%^()]" % "|".join(
-    sorted({*_CALC_FUNCTIONS, *_CALC_NAMES}, key=len, reverse=True)
-))
+_KNOWN_NAMES = "|".join(sorted({*_CALC_FUNCTIONS, *_CALC_NAMES}, key=len, reverse=True))
+_NOT_ARITHMETIC = re.compile(
+    rf"(?<![A-Za-z_])(?!(?:{_KNOWN_NAMES})\b)[A-Za-z_]\w*|[^\w\s.+\-*/%^()]"
+)
 
 
 def arithmetic_from_words(text: str) -> str | None:
@@ -277,7 +278,8 @@ def parse_filter(expression: str) -> tuple[str, str, Any]:
 
 
 def get_current_datetime(timezone: str = "UTC") -> dict[str, Any]:
-    """Get the current date and time in a time zone (what time is it, today's date; 现在几点、今天日期、时间).
+    """Get the current date and time in a time zone (what time is it, today's date;
+    现在几点、今天日期、时间).
 
     Args:
         timezone: An IANA time zone name such as "UTC", "Asia/Shanghai" or "Europe/London".
@@ -321,8 +323,11 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
 
     @tool
-    def file_reader(path: str, max_chars: Annotated[int, Interval(ge=1, le=MAX_READ_CHARS)] = 2000) -> dict[str, Any]:
-        """Read a text file from the workspace and return its content (open, show, view a file; 读取、查看、打开文件内容).
+    def file_reader(
+        path: str, max_chars: Annotated[int, Interval(ge=1, le=MAX_READ_CHARS)] = 2000
+    ) -> dict[str, Any]:
+        """Read a text file from the workspace and return its content (open, show, view a
+        file; 读取、查看、打开文件内容).
 
         Args:
             path: File path relative to the workspace root, e.g. "docs/agent_intro.txt".
@@ -354,7 +359,8 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
     def local_file_search(
         query: str, root_dir: str = ".", max_results: Annotated[int, Interval(ge=1, le=100)] = 5
     ) -> dict[str, Any]:
-        """Search the workspace for files whose name or text contains a query (find files; 搜索、查找文件).
+        """Search the workspace for files whose name or text contains a query (find files;
+        搜索、查找文件).
 
         The match is case-insensitive.
 
@@ -397,7 +403,8 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
 
     @tool
     def calculator(expression: str) -> dict[str, Any]:
-        """Calculate (compute) the value of an arithmetic expression: sums, products, powers, percentages (计算、算一下、等于多少).
+        """Calculate (compute) the value of an arithmetic expression: sums, products, powers,
+        percentages (计算、算一下、等于多少).
 
         Examples of expressions: "3.14 * 5", "sqrt(2) * sin(pi / 4)".
 
@@ -413,7 +420,11 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
             _calculate(expression)
             return {"expression": expression, "result": result}
         except ValueError:
-            return {"expression": expression, "read_as": arithmetic_from_words(expression), "result": result}
+            return {
+                "expression": expression,
+                "read_as": arithmetic_from_words(expression),
+                "result": result,
+            }
 
     @tool
     def table_analyzer(
@@ -426,7 +437,8 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
         k: Annotated[int, Interval(ge=1, le=1000)] = 5,
         ascending: bool = False,
     ) -> dict[str, Any]:
-        """Analyze a CSV, TSV or XLSX table in the workspace (summary, filter, group by, top rows; 分析表格数据、统计、摘要).
+        """Analyze a CSV, TSV or XLSX table in the workspace (summary, filter, group by, top
+        rows; 分析表格数据、统计、摘要).
 
         Operations: "summary" (shape, columns, types, statistics, first rows), "filter" (rows
         matching the filter), "groupby" (aggregate column per group_by value) and "topk" (the

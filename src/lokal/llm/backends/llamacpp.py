@@ -261,8 +261,7 @@ class LlamaCppBackend:
                     nodes[needed[: shared + i + 1]] = _log_softmax(rows[i])
                 in_cache = needed
             scores = [
-                sum(float(nodes[path[:i]][token]) for i, token in enumerate(path))
-                for path in paths
+                sum(float(nodes[path[:i]][token]) for i, token in enumerate(path)) for path in paths
             ]
             llm.n_tokens = common  # the continuations' cache entries are dropped on next use
             self.last_score = {"prompt_tokens": len(base), "reused_prompt_tokens": self._reused}
