@@ -13,7 +13,8 @@ stage, then fits:
 - which tool: a grid over the weights of the name log-probability, the similarity and BM25;
 - argument values: a grid over the length weight of candidate values, with the right tool
   given, on the cases whose expected arguments are listed;
-- another call: the bias of the continue margin, on the cases that expect one or two calls.
+- another call: a logistic regression of "more than one call expected" on the continue
+  margin and the similarity of the parts of the request no call has used yet.
 
 It prints the ``staged:`` settings to put in configs/model.yaml and writes the evidence and
 the fit to ``--out`` (features.jsonl, fit.json). Accuracies printed are on the development
@@ -93,10 +94,11 @@ def collect(profile, cases, default_tools):
             tool = engine.tools[wanted[0]]
             schema = args_schema(tool, engine.question, engine.settings, optional="mentioned")
             row["args"] = _arg_evidence(engine, tool, schema, first.get("args") or {})
-            if len(wanted) <= 2:
-                head = CALL_OPENING + tool["name"] + '", "args": '
-                text = engine.fill_args(head, schema)
-                row["continue"] = engine.continue_margin(head + text + "}")
+            head = CALL_OPENING + tool["name"] + '", "args": '
+            text = engine.fill_args(head, schema)
+            engine.cover(text)
+            evidence = engine.continue_evidence(head + text + "}", {tool["name"]})
+            row["continue"] = {k: evidence[k] for k in ("lm", "pending", "listed")}
         rows.append(row)
         print(f"  {case['id']:28s} lm={row['lm']:+.2f} sim={row['similarity']:.2f}", flush=True)
     return rows
@@ -157,20 +159,25 @@ def cross_validated_stage1(rows, folds: int = 5) -> float:
     return right / len(rows)
 
 
-def fit_stage1(rows):
-    """Logistic regression (numpy, L2, gradient descent) on lm, similarity, bm25, results."""
-    x, y = _stage1_xy(rows)
+def _logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """L2-regularised logistic regression by gradient descent on standardised features;
+    the weights and bias returned apply to the raw features."""
     mean, std = x.mean(0), x.std(0) + 1e-9
     z = (x - mean) / std
-    w = np.zeros(4)
+    w = np.zeros(x.shape[1])
     b = 0.0
     for _ in range(20000):
         p = 1 / (1 + np.exp(-(z @ w + b)))
         w -= 0.05 * (z.T @ (p - y) / len(y) + 0.01 * w)
         b -= 0.05 * float((p - y).mean())
-    # back to the raw features: margin = sum(w_raw * x) + bias
     w_raw = w / std
-    bias = b - float((w / std) @ mean)
+    return w_raw, b - float(w_raw @ mean)
+
+
+def fit_stage1(rows):
+    """Logistic regression on lm, similarity, bm25, results."""
+    x, y = _stage1_xy(rows)
+    w_raw, bias = _logistic(x, y)
     accuracy = float((((x @ w_raw + bias) > 0) == (y > 0.5)).mean())
     return {
         "lm_weight": float(w_raw[0]),
@@ -233,14 +240,22 @@ def fit_values(rows):
 
 
 def fit_continue(rows):
+    """Logistic regression of "the case expects more than one call" on the continue margin
+    and the pending-part similarity (weights and bias, as for stage 1)."""
     cases = [r for r in rows if "continue" in r]
-    best = None
-    for bias in np.arange(-6, 6.01, 0.5):
-        right = sum(((r["continue"] + bias) > 0) == (r["calls"] > 1) for r in cases)
-        key = (right, -abs(bias))
-        if best is None or key > best[0]:
-            best = (key, float(bias))
-    return {"continue_bias": best[1], "accuracy": best[0][0] / max(1, len(cases))}
+    x = np.array([[r["continue"][k] for k in ("lm", "pending", "listed")] for r in cases])
+    y = np.array([1.0 if r["calls"] > 1 else 0.0 for r in cases])
+    w_raw, bias = _logistic(x, y)
+    accuracy = float((((x @ w_raw + bias) > 0) == (y > 0.5)).mean())
+    return {
+        "continue_lm_weight": float(w_raw[0]),
+        "continue_clause_weight": float(w_raw[1]),
+        "continue_list_weight": float(w_raw[2]),
+        "continue_bias": bias,
+        "accuracy": accuracy,
+        "cases": len(cases),
+        "multi_call_cases": int(y.sum()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         **{k: round(v, 3) for k, v in fit["stage1"].items() if not k.startswith("accuracy")},
         **{k: v for k, v in fit["names"].items() if k != "accuracy"},
         "value_length_weight": fit["values"]["value_length_weight"],
-        "continue_bias": fit["continue"]["continue_bias"],
+        **{k: round(v, 3) for k, v in fit["continue"].items() if k.startswith("continue_")},
     }
     print(json.dumps(fit, indent=2))
     print("staged:", json.dumps(staged))

@@ -44,15 +44,17 @@ def bench_items():
 
 
 def measure(items, ks, selector) -> dict:
+    """Recall@k for every k from one ranking per question (top k plus the pinned tools)."""
     hits = dict.fromkeys(ks, 0)
     offered = dict.fromkeys(ks, 0)
     total = 0
     for messages, functions, expected in items:
         tools = normalize_tools_schema(functions)
+        ranking = selector.select(messages, tools, k=None).ranking
         for k in ks:
-            selection = selector.select(messages, tools, k=k)
-            hits[k] += expected in selection.offered
-            offered[k] += len(selection.offered)
+            chosen = {t.name for t in ranking[:k]} | {t.name for t in ranking if t.pinned}
+            hits[k] += expected in chosen
+            offered[k] += len(chosen)
         total += 1
     return {
         k: {

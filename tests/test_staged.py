@@ -297,3 +297,45 @@ def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
     assert result["ai_message"]["content"] == "It is 4."
     staged = result["attempts"][0]["staged"]
     assert staged["choice"] == "answer" and staged["calls"][0]["repeat_of_a_done_call"]
+
+
+def test_an_answer_that_ignores_the_results_is_retried_then_shown_with_them():
+    call = {
+        "id": "call_001",
+        "name": "count_letter_in_string",
+        "args": {"text": "abba", "letter": "b"},
+    }
+    messages = [
+        {"role": "user", "content": "How many b are in abba?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {
+            "role": "tool",
+            "tool_call_id": "call_001",
+            "name": "count_letter_in_string",
+            "status": "success",
+            "content": json.dumps(
+                {"status": "success", "output": {"text": "abba", "letter": "b", "count": 2}}
+            ),
+        },
+    ]
+    tools = [
+        {
+            "name": "count_letter_in_string",
+            "description": "Count a letter in a text.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}, "letter": {"type": "string"}},
+                "required": ["text", "letter"],
+            },
+        }
+    ]
+    backend = ScriptedBackend(
+        ['{"content": "It is a palindrome."}', '{"content": "A nice word."}'],
+        scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0}),
+    )
+    result = generate_ai_message(staged_profile(), messages, tools, backend=backend)
+    first = result["attempts"][0]["error"]["message"]
+    assert "does not use the tool results" in first and "2" in first
+    assert "count: 2" in backend.requests[0].messages[-1]["content"]  # the evidence shown
+    assert result["status"] == "success" and result["parse"]["grounding_appended"]
+    assert result["ai_message"]["content"] == "A nice word.\n\n(From the tool results: count: 2)"

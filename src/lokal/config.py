@@ -81,8 +81,10 @@ class StagedSettings(_Strict):
     + bm25_weight * min(5, best BM25) + call_bias (+ results_bias once this turn has tool
     results) > 0``. Which tool: the
     largest ``name_lm_weight * log p(name) + name_similarity_weight * cosine +
-    name_bm25_weight * bm25 / best bm25``. Another call: ``log p(next call) - log p(end) +
-    continue_bias > 0``.
+    name_bm25_weight * bm25 / best bm25``. Another call: ``continue_lm_weight * (log p(next
+    call) - log p(end)) + continue_clause_weight * (best similarity between a part of the
+    request no call has used yet and a tool not called yet) + continue_list_weight * (such a
+    part is a bare list item) + continue_bias > 0``.
     """
 
     lm_weight: float = 1.0
@@ -94,6 +96,9 @@ class StagedSettings(_Strict):
     name_lm_weight: float = 1.0
     name_similarity_weight: float = 0.0
     name_bm25_weight: float = 0.0
+    continue_lm_weight: float = 1.0
+    continue_clause_weight: float = 0.0
+    continue_list_weight: float = 0.0
     continue_bias: float = 0.0
     value_length_weight: float = Field(
         0.0, description="added times log(characters) to a candidate value's log-probability"

@@ -57,6 +57,11 @@ class _BadReply(Exception):
     """A reply that parsed but is garbage: a loop, cut off, a placeholder, an echo."""
 
 
+class _Ungrounded(_BadReply):
+    """An answer after tool results that mentions none of their values: retried while
+    attempts remain, accepted (and marked) on the last one."""
+
+
 def _grounding(found: list[str] | None) -> list[str]:
     """The short values among the evidence passages (``count: 4`` gives ``4``): an answer
     after tool results should mention one of them."""
@@ -98,7 +103,7 @@ def _check_quality(
     folded = content.casefold()
     if grounding and not any(value.casefold() in folded for value in grounding):
         shown = "; ".join(grounding)
-        raise _BadReply(f"the answer does not use the tool results, which say: {shown}")
+        raise _Ungrounded(f"the answer does not use the tool results, which say: {shown}")
     if trimmed:
         message = make_ai_message(content)
     return message, trimmed
@@ -384,9 +389,21 @@ def generate_ai_message(
             message, details = _interpret(completion, known, purpose, settings)
             if tools_index or message["tool_calls"]:
                 _validate_arguments(message, tools_index)
-            message, trimmed = _check_quality(
-                message, completion, _grounding(found) if purpose != "final" else None
-            )
+            last_attempt = attempt_number == settings.max_retries
+            grounding = _grounding(found) if purpose != "final" else None
+            try:
+                message, trimmed = _check_quality(message, completion, grounding)
+            except _Ungrounded:
+                if not last_attempt:
+                    raise
+                # the model twice ignored what the tools returned: its answer is kept and the
+                # passages it should have used are shown after it, marked as such
+                message, trimmed = _check_quality(message, completion, None)
+                shown = "; ".join(found or [])
+                message = make_ai_message(
+                    f"{message['content']}\n\n(From the tool results: {shown})"
+                )
+                details["grounding_appended"] = True
             if trimmed:
                 details["loop_trimmed"] = True
         except ParseError as exc:

@@ -36,7 +36,7 @@ from jsonschema import Draft202012Validator
 
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
-from lokal.llm.select import Selection, _words
+from lokal.llm.select import Selection, _words, default_selector
 
 __all__ = ["ANSWER_OPENING", "CALL_OPENING", "StagedEngine", "call_key", "can_score"]
 
@@ -235,6 +235,20 @@ def _kinds(spec: dict[str, Any]) -> set[str]:
     return {kind} if isinstance(kind, str) else set()
 
 
+_CLAUSE_SPLIT = re.compile(
+    r"\s*(?:[,;，；。]|\band then\b|\bthen\b|\band also\b|\balso\b|\bafter that\b|"
+    r"\bfinally\b|\band\b|然后|最后|并且|再)\s*",
+    re.IGNORECASE,
+)
+
+
+def clauses(question: str) -> list[str]:
+    """The parts of a request that may each need a call ("read a.txt, then search for b"):
+    the question split at commas, semicolons and sequence words (and, then, also, 然后…)."""
+    parts = [p.strip(" .?!。？！") for p in _CLAUSE_SPLIT.split(question)]
+    return [p for p in parts if any(c.isalnum() for c in p)]
+
+
 def call_key(name: str, args: Any) -> str:
     """A call's identity: its name and its arguments as canonical JSON (``args`` may be
     the JSON text or the object)."""
@@ -313,6 +327,9 @@ class StagedEngine:
         self.question = question
         self.results = results or []
         self.done = done or set()
+        self.clauses = clauses(question)
+        self.covered: set[int] = set()
+        self._source = question
         self.usage = _Stage()
         self.reused: dict[str, int] = {}
         self.scored = 0
@@ -372,18 +389,27 @@ class StagedEngine:
         )
         return {"lm": lm, "similarity": similarity, "bm25": bm25, "margin": margin}
 
-    def tool_scores(self, prefix: str) -> dict[str, dict[str, float]]:
+    def _clause_ranking(self, text: str) -> dict[str, Any]:
+        ranking, _ = default_selector().rank(text, list(self.tools.values()))
+        return {t.name: t for t in ranking}
+
+    def tool_scores(self, prefix: str, focus: str | None = None) -> dict[str, dict[str, float]]:
         """Stage 2: per tool, the model's log-probability of its name (normalised over the
-        candidates), the preselection's similarity and BM25, and the fused score."""
+        candidates), the similarity and BM25 to the question (or to the part of it still to
+        do, ``focus``), and the fused score."""
         names = self.order
         lm = _log_softmax(self._score(prefix, [name + '"' for name in names]))
-        top_bm25 = 0.0
-        if self.selection:
-            top_bm25 = max((t.bm25 for t in self.selection.ranking if t.name in names), default=0)
+        if focus is not None:
+            scored = self._clause_ranking(focus)
+        elif self.selection:
+            scored = {t.name: t for t in self.selection.ranking}
+        else:
+            scored = {}
+        top_bm25 = max((scored[n].bm25 for n in names if n in scored), default=0.0)
         s = self.staged
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
-            ranked = self.selection.score_of(name) if self.selection else None
+            ranked = scored.get(name)
             similarity = ranked.similarity if ranked else 0.0
             bm25 = ranked.bm25 / top_bm25 if ranked and top_bm25 > 0 else 0.0
             fused = (
@@ -394,10 +420,55 @@ class StagedEngine:
             out[name] = {"lm": lm_score, "similarity": similarity, "bm25": bm25, "fused": fused}
         return out
 
-    def continue_margin(self, prefix: str) -> float:
-        """Stage 4: log-probability of opening another call minus closing the list."""
+    def continue_evidence(self, prefix: str, called: set[str]) -> dict[str, Any]:
+        """Stage 4: the model's log-probability of opening another call minus closing the
+        list; the best similarity between a part of the request no call has used yet and a
+        tool not called in this reply (``pending``); whether such a part is a bare item of a
+        list (``listed``: "…of GOOG, AMZN and META" after the call for GOOG)."""
         more, stop = self._score(prefix, [_NEXT_CALL, _END_CALLS])
-        return more - stop + self.staged.continue_bias
+        remaining = [i for i in range(len(self.clauses)) if i not in self.covered]
+        pending = 0.0
+        listed = 0.0
+        if len(self.clauses) > 1:
+            for i in remaining:
+                ranking = self._clause_ranking(self.clauses[i])
+                other = [t.similarity for n, t in ranking.items() if n not in called]
+                pending = max(pending, max(other, default=0.0))
+                if len(re.findall(r"\w+", self.clauses[i])) <= 2:
+                    listed = 1.0
+        s = self.staged
+        margin = (
+            s.continue_lm_weight * (more - stop)
+            + s.continue_clause_weight * pending
+            + s.continue_list_weight * listed
+            + s.continue_bias
+        )
+        return {
+            "lm": more - stop,
+            "pending": pending,
+            "listed": listed,
+            "margin": margin,
+            "remaining": remaining,
+        }
+
+    def cover(self, args_text: str) -> None:
+        """Mark the parts of the request this call's argument values come from as done (the
+        first open part when none matches)."""
+        try:
+            args = json.loads(args_text)
+        except json.JSONDecodeError:
+            args = {}
+        values = [str(v).casefold() for v in args.values() if isinstance(v, str | int | float)]
+        counts = {
+            i: sum(1 for v in values if v and v in clause.casefold())
+            for i, clause in enumerate(self.clauses)
+            if i not in self.covered
+        }
+        best = max(counts.values(), default=0)
+        hit = {i for i, n in counts.items() if n == best and n > 0}
+        if not hit:
+            hit = {next((i for i in range(len(self.clauses)) if i not in self.covered), 0)}
+        self.covered |= hit
 
     def answer(self) -> Completion:
         schema = grammar.reply_schema([], settings=self.settings)
@@ -417,7 +488,9 @@ class StagedEngine:
         if isinstance(spec.get("enum"), list) and spec["enum"]:
             return list(spec["enum"])
         kinds = _kinds(spec)
-        sources = [self.question, *(s for r in self.results for s in _leaf_strings(r))]
+        sources = [self._source, *(s for r in self.results for s in _leaf_strings(r))]
+        if self._source != self.question:
+            sources.append(self.question)
         values: list[Any] = []
         if kinds == {"boolean"}:
             values = [True, False]
@@ -524,8 +597,9 @@ class StagedEngine:
         prefix = CALL_OPENING
         calls: list[dict[str, Any]] = []
         finish = "stop"
+        focus: str | None = None
         while True:
-            scores = self.tool_scores(prefix)
+            scores = self.tool_scores(prefix, focus)
             name = max(self.order, key=lambda n: (scores[n]["fused"], -self.order.index(n)))
             schema = args_schema(
                 self.tools[name],
@@ -548,15 +622,19 @@ class StagedEngine:
                     return self._result(completion.text, completion.finish_reason, completion)
                 break
             prefix = head + text + _CLOSE_CALL
+            self.cover(text)
             if finish != "stop":
                 break
             if not self.settings.parallel_calls or len(calls) >= self.settings.max_calls:
                 break
-            margin = self.continue_margin(prefix)
-            calls[-1]["continue_margin"] = round(margin, 4)
-            if margin <= 0:
+            more = self.continue_evidence(prefix, {c["name"] for c in calls})
+            calls[-1]["continue"] = _rounded({k: v for k, v in more.items() if k != "remaining"})
+            if more["margin"] <= 0:
                 break
             prefix += _NEXT_CALL
+            if more["remaining"]:  # the next call is about the next part of the request
+                focus = self.clauses[more["remaining"][0]]
+                self._source = focus
         self.trace["calls"] = calls
         return self._result(prefix + _END_CALLS, finish, self._last)
 
