@@ -143,3 +143,66 @@ def test_run_and_score_do_not_depend_on_concurrency():
     assert scores["constrained"]["categories"]["irrelevance"]["accuracy"] == 100.0
     assert scores["bfcl-prompt"]["categories"]["simple_python"]["accuracy"] == 0.0
     assert scores["bfcl-prompt"]["categories"]["irrelevance"]["accuracy"] == 100.0
+
+
+def test_results_are_written_as_they_finish_and_a_run_resumes(tmp_path):
+    """A run that stops midway keeps every scored line; --resume runs only the rest."""
+    from helpers import MODEL_CONFIG
+    from lokal.bench.bfcl import read_results, run_bfcl
+    from lokal.config import load_profile
+
+    profile = load_profile(MODEL_CONFIG)
+    results = tmp_path / "results.jsonl"
+    seen = []
+
+    def flaky(pipeline, entry):
+        seen.append(entry["id"])
+        if len(seen) == 3:
+            raise KeyboardInterrupt  # the run is stopped by hand
+        return {"decoded": [], "raw_text": "no", "valid": True}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_bfcl(profile, ["irrelevance"], ["staged"], limit=5, runner=flaky, results_path=results)
+    kept = read_results(results)
+    stopped = seen[2]
+    assert sorted(r["id"] for r in kept) == sorted(i for i in seen if i != stopped)
+    with results.open("a", encoding="utf-8") as handle:
+        handle.write('{"id": "half a line')  # the line in flight when the process died
+
+    again = []
+
+    def steady(pipeline, entry):
+        again.append(entry["id"])
+        return {"decoded": [], "raw_text": "no", "valid": True}
+
+    rows = run_bfcl(
+        profile,
+        ["irrelevance"],
+        ["staged"],
+        limit=5,
+        runner=steady,
+        results_path=results,
+        resume=True,
+    )
+    assert len(rows) == 5 and all(r["correct"] for r in rows)
+    done = {r["id"] for r in kept}
+    assert stopped in again and not done & set(again)  # only the missing questions ran
+    assert len(read_results(results)) == 5
+
+
+def test_an_undecodable_irrelevance_reply_passes_as_bfcl_scores_it(tmp_path):
+    from helpers import MODEL_CONFIG
+    from lokal.bench.bfcl import run_bfcl
+    from lokal.config import load_profile
+
+    rows = run_bfcl(
+        load_profile(MODEL_CONFIG),
+        ["irrelevance", "live_relevance"],
+        ["bfcl-prompt"],
+        limit=2,
+        runner=lambda p, e: {"decoded": [], "raw_text": "[broken(", "valid": False},
+    )
+    irrelevance = [r for r in rows if r["category"] == "irrelevance"]
+    relevance = [r for r in rows if r["category"] == "live_relevance"]
+    assert all(r["correct"] for r in irrelevance)
+    assert not any(r["correct"] for r in relevance)

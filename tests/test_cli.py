@@ -44,3 +44,37 @@ def test_missing_workspace_is_a_clear_cli_error(capsys, workspace):
     code = main(["run", "hi", "--model_name", "mock", "--workspace", workspace, "--quiet"])
     assert code == 2
     assert "workspace" in capsys.readouterr().err
+
+
+def test_lokal_run_exit_codes(capsys, tmp_path):
+    """0 when the model answered (the mock answers after its tool turn), 3 when the time
+    budget ran out first, and the codes are listed in --help."""
+    from helpers import DATA
+    from lokal.cli_run import exit_code
+    from lokal.runtime import RunResult
+
+    workspace = str(DATA / "workspace")
+    ok = main(
+        ["run", "Read the intro", "--model_name", "mock", "--workspace", workspace, "--quiet"]
+    )
+    assert ok == 0
+    capsys.readouterr()
+    late = main(
+        [
+            *["run", "Read the intro", "--model_name", "mock", "--workspace", workspace],
+            *["--quiet", "--time_budget", "0", "--json"],
+        ]
+    )
+    record = json.loads(capsys.readouterr().out)
+    assert late == 3
+    assert record["status"] == "time_budget" and record["answered"] is False
+
+    def result(answered, status):
+        return RunResult("q", "a", status, "why", [], 1, {}, 0.0, answered=answered)
+
+    assert exit_code(result(True, "repeated_call")) == 0
+    assert exit_code(result(False, "decision_error")) == 1
+    assert exit_code(result(False, "time_budget")) == 3
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "exit codes:" in capsys.readouterr().out
