@@ -26,6 +26,17 @@ NEUTRAL = {
 }
 
 
+COUNT_TOOL = {
+    "name": "count_letter_in_string",
+    "description": "Count a letter in a text.",
+    "parameters": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "letter": {"type": "string"}},
+        "required": ["text", "letter"],
+    },
+}
+
+
 def staged_profile(**staged):
     return load_profile(MODEL_CONFIG).with_tool_calling(
         mode="staged", preselect_k=None, max_retries=1, staged={**NEUTRAL, **staged}
@@ -104,17 +115,7 @@ def test_the_tool_name_is_the_likeliest_one():
 
 
 def test_argument_values_are_spans_of_the_question_chosen_by_likelihood():
-    tools = [
-        {
-            "name": "count_letter_in_string",
-            "description": "Count a letter in a text.",
-            "parameters": {
-                "type": "object",
-                "properties": {"text": {"type": "string"}, "letter": {"type": "string"}},
-                "required": ["text", "letter"],
-            },
-        }
-    ]
+    tools = [COUNT_TOOL]
 
     def score(prefix, continuation):
         if prefix.endswith('"text": '):
@@ -318,17 +319,7 @@ def test_an_answer_that_ignores_the_results_is_retried_then_shown_with_them():
             ),
         },
     ]
-    tools = [
-        {
-            "name": "count_letter_in_string",
-            "description": "Count a letter in a text.",
-            "parameters": {
-                "type": "object",
-                "properties": {"text": {"type": "string"}, "letter": {"type": "string"}},
-                "required": ["text", "letter"],
-            },
-        }
-    ]
+    tools = [COUNT_TOOL]
     backend = ScriptedBackend(
         ['{"content": "It is a palindrome."}', '{"content": "A nice word."}'],
         scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0}),
