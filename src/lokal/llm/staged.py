@@ -1,26 +1,33 @@
-"""Staged decisions: a reply built step by step, each step chosen where the model is strong.
+"""Staged decisions: a reply built step by step, each step chosen where the evidence is.
 
 One grammar over every possible reply lets a 135M model wander: it may call three tools
 nobody asked for, or put an invalid value in a field it did not need. Here the reply
 ``{"tool_calls": [{"name": ..., "args": {...}}, ...]}`` or ``{"content": ...}`` is built in
-stages, on a backend that can score continuations (``capabilities`` holds ``score``):
+stages, on a backend that can score continuations (``capabilities`` holds ``score``). Every
+weight is a profile setting (``tool_calling.staged``) calibrated on lokal's development cases
+(``benchmarks/calibrate_staged.py``), never on evaluation sets; docs/decisions.md has the
+measurements.
 
 1. **Answer or call.** The model's log-probability of the two reply openings
-   (``{"tool_calls": [{"name": "`` and ``{"content": "``), one forward pass each with the
-   prompt cached, gives a margin; it is combined with how close the question is to the best
-   tool on offer (the preselection's cosine similarity) and a bias, all calibrated per profile
-   on lokal's development cases (``benchmarks/calibrate_staged.py``), never on evaluation sets.
-2. **Which tool.** Among the preselected tools, the model's log-probability of each name is
-   fused with the preselection's similarity and BM25 scores.
-3. **Arguments.** Generated under that tool's own schema (enums, required fields, bounded
-   strings and numbers); optional parameters the question does not mention are left out
-   (``optional_args: mentioned``), since tiny models fill them with noise.
-4. **Another call?** When the profile allows parallel calls, the log-probability of opening
-   another call is compared with closing the list.
+   (``{"tool_calls": [{"name": "`` and ``{"content": "``, the prompt read once, its cache
+   reused) is combined with how close the question is to an offered tool not yet called
+   (the preselection's similarity and BM25), whether tool results are in, and a bias.
+2. **Which tool.** Among the preselected tools: similarity and BM25 to the question (or to
+   the part of it still to do), and the model's log-probability of each name.
+3. **Arguments.** One parameter at a time: enums and booleans among their values, strings
+   among the spans of the question and of this turn's results, numbers among the numbers
+   found there, each chosen by the model's log-probability (objects, arrays and parameters
+   without candidates are generated under their own schema). Optional parameters the
+   question does not mention are left out (``optional_args: mentioned``).
+4. **Another call?** When the profile allows parallel calls: the model's log-probability of
+   opening another call against closing the list, and whether a part of the request ("…,
+   then search for b") has not been used by a call yet.
 
+A call that already succeeded in this turn is not made again (the reply becomes an answer).
 An answer is generated under the answer-only schema. The result is the same JSON envelope a
 constrained reply would be, so parsing, validation, merging of identical calls and retries
-work as for every other mode. Each stage's scores are kept in ``Completion.details["staged"]``.
+work as for every other mode. Each stage's evidence is kept in
+``Completion.details["staged"]``.
 """
 
 from __future__ import annotations
