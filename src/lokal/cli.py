@@ -52,7 +52,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model_name", default=None, help="a named profile of model.yaml")
     parser.add_argument(
         "--tool_calling",
-        choices=["prompt_json", "builtin", "constrained"],
+        choices=["prompt_json", "builtin", "constrained", "staged"],
         default=None,
         help="how tools reach the model (default: the profile's)",
     )
