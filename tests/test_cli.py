@@ -47,7 +47,7 @@ def test_missing_workspace_is_a_clear_cli_error(capsys, workspace):
 
 
 def test_lokal_run_exit_codes(capsys, tmp_path):
-    """0 when the model answered (the mock answers after its tool turn), 3 when the time
+    """0 when the model answered (the mock answers after its tool turn), 1 when the time
     budget ran out first, and the codes are listed in --help."""
     from helpers import DATA
     from lokal.cli_run import exit_code
@@ -66,7 +66,7 @@ def test_lokal_run_exit_codes(capsys, tmp_path):
         ]
     )
     record = json.loads(capsys.readouterr().out)
-    assert late == 3
+    assert late == 1
     assert record["status"] == "time_budget" and record["answered"] is False
 
     def result(answered, status):
@@ -74,7 +74,7 @@ def test_lokal_run_exit_codes(capsys, tmp_path):
 
     assert exit_code(result(True, "repeated_call")) == 0
     assert exit_code(result(False, "decision_error")) == 1
-    assert exit_code(result(False, "time_budget")) == 3
+    assert exit_code(result(False, "time_budget")) == 1
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     assert "exit codes:" in capsys.readouterr().out

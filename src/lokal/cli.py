@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LokalError, FileNotFoundError) as exc:
         print(f"lokal {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"lokal {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -16,19 +16,17 @@ DEFAULT_SYSTEM = (
 
 
 EXIT_CODES = """exit codes:
-  0  the run ended with an answer written by the model (also after a guard: the model was
-     asked for a final answer without tools)
-  1  no answer: the model gave no usable reply, even when asked to answer without tools;
-     the output lists the tool results in hand
-  2  a usage or configuration error (bad option, missing file, unknown profile)
-  3  the time budget ran out before an answer; the output lists the tool results in hand"""
+  0    the run ended with an answer written by the model (also after a guard: the model
+       was asked for a final answer without tools)
+  1    stopped without an answer: the model gave no usable reply even without tools, or
+       the time budget ran out first; the output lists the tool results in hand
+  2    bad input or configuration (an option, a missing file, an unknown profile)
+  130  interrupted (Ctrl-C)"""
 
 
 def exit_code(result: Any) -> int:
     """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES)."""
-    if result.answered:
-        return 0
-    return 3 if result.status == "time_budget" else 1
+    return 0 if result.answered else 1
 
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
