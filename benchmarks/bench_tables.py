@@ -81,11 +81,12 @@ def bfcl_section(outdir: Path) -> str:
         c = table.setdefault((r["pipeline"], r["category"]), [0, 0])
         c[0] += r["correct"]
         c[1] += 1
-    head = ["pipeline", *categories]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for pipeline in pipelines:
-        cells = [cell(*table.get((pipeline, c), (0, 0))) for c in categories]
-        lines.append("| " + " | ".join([pipeline, *cells]) + " |")
+    # one row per category, one column per pipeline: % (correct/n; 95% CI)
+    head = ["category", *pipelines]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for category in categories:
+        cells = [cell(*table.get((p, category), (0, 0))) for p in pipelines]
+        lines.append("| " + " | ".join([category, *cells]) + " |")
     # the leaderboard's groups: non-live AST (mean of categories), live AST, relevance,
     # irrelevance, as far as the categories were run
     summary = [

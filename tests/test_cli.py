@@ -62,7 +62,7 @@ def test_lokal_run_exit_codes(capsys, tmp_path):
     late = main(
         [
             *["run", "Read the intro", "--model_name", "mock", "--workspace", workspace],
-            *["--quiet", "--time_budget", "0", "--json"],
+            *["--quiet", "--time_budget", "1e-9", "--json"],
         ]
     )
     record = json.loads(capsys.readouterr().out)

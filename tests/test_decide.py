@@ -245,3 +245,18 @@ def test_a_mode_the_backend_cannot_do_fails_with_a_clear_message():
 def test_scripted_backend_complains_when_asked_too_often():
     with pytest.raises(ScriptExhausted):
         decide(ScriptedBackend([]))
+
+
+def test_an_answer_that_copies_the_system_prompt_back_is_retried():
+    """Issue 10: an empty question made the model print the system prompt as its answer."""
+    system = (
+        "You are a helpful assistant working in a local workspace. Use the tools to read "
+        "files, search, calculate and analyse tables; answer from their results."
+    )
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi there"}]
+    echo = envelope(content="You are a helpful assistant working in a local workspace.")
+    backend = ScriptedBackend([echo, envelope(content="Hello! How can I help?")])
+    result = decide(backend, messages)
+    assert result["status"] == "success"
+    assert result["ai_message"]["content"] == "Hello! How can I help?"
+    assert "copies the instructions" in result["attempts"][0]["error"]["message"]

@@ -159,3 +159,21 @@ def test_growing_conversation_reuses_the_evaluated_prefix():
     reused = third["attempts"][0]["backend"]["reused_prompt_tokens"]
     assert reused >= len(history_tokens) - 1
     assert third["attempts"][0]["usage"]["prompt_tokens"] > len(history_tokens)
+
+
+def test_the_bundled_model_reports_each_token_as_it_generates(profile):
+    from lokal.llm.backends import GenerationRequest
+    from lokal.progress import listening
+
+    seen: list[dict] = []
+    settings = profile.generation.model_copy(update={"max_new_tokens": 12})
+    with listening(seen.append):
+        completion = get_backend(profile).generate(
+            GenerationRequest(
+                messages=[{"role": "user", "content": "Count to ten."}], settings=settings
+            )
+        )
+    tokens = sum(fields.get("tokens", 0) for fields in seen)
+    assert seen[0] == {"phase": "generating"}
+    # one report per sampled token; llama.cpp samples one more before it sees the limit
+    assert 0 < completion.completion_tokens <= tokens <= completion.completion_tokens + 1

@@ -83,8 +83,13 @@ def test_a_run_killed_mid_tool_keeps_its_completed_steps(tmp_path):
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert json.loads(messages[2]["content"])["output"] == 42
     assert messages[3]["tool_calls"][0]["name"] == "block"
-    # continuing the conversation skips the unfinished run: no dangling tool call
-    assert store.history("crashy") == []
+    # continuing the conversation repairs the unfinished run: the call in flight gets an
+    # error result saying it was not run, so no tool call dangles
+    history = store.history("crashy")
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert history[-1]["tool_call_id"] == messages[3]["tool_calls"][0]["id"]
+    assert history[-1]["status"] == "error" and "not run" in history[-1]["content"]
+    assert [r["kind"] for r in history.repairs] == ["missing_result"]
 
 
 def _check_conversation(store, name, expected_runs):

@@ -2,7 +2,7 @@
 replies, placeholders copied from the prompt, and lokal's own instructions echoed back."""
 
 from lokal.llm.prompts import build_prompt_messages, instruction_texts
-from lokal.llm.quality import loop_period, reply_problem, text_loop
+from lokal.llm.quality import loop_period, reply_problem, text_loop, trim_loop
 
 
 def test_a_repeated_block_of_tokens_is_a_loop():
@@ -65,3 +65,18 @@ def test_an_answer_that_copies_a_tool_result_or_the_user_is_fine():
     answer = "The quarterly review is on Friday at 10:00, in the big meeting room."
     assert reply_problem(answer, finish_reason="stop", instructions=instruction_texts()) is None
     assert reply_problem("Paris.", finish_reason="stop", instructions=instruction_texts()) is None
+
+
+def test_a_looping_tail_is_cut_back_to_one_repetition():
+    # the loop of tests/test_staged_model (en_irrelevant_weather): a clause with no sentence end
+    looped = "Bonjour, le monde est toujours l'étoile" + ", le monde est toujours l'étoile" * 2
+    assert trim_loop(looped) == "Bonjour, le monde est toujours l'étoile"
+    # a loop caught mid-sentence keeps the repetition up to its sentence end
+    numbered = "The steps are listed here." + " Step one is done." * 3 + " Step one is do"
+    assert trim_loop(numbered) == "The steps are listed here. Step one is done."
+    assert reply_problem(trim_loop(looped), finish_reason="stop") is None
+
+
+def test_no_loop_or_too_little_left_is_not_trimmed():
+    assert trim_loop("A plain answer that says one thing once.") is None
+    assert trim_loop("go go go go go go go go") is None

@@ -65,7 +65,12 @@ def test_no_tool_answer_ends_the_loop_at_once(profile, registry):
     agent, backend = agent_with(profile, registry, [envelope(content="Hello!")])
     result = agent.run("Say hello")
     assert (result.status, result.answer, result.iterations) == ("final", "Hello!", 1)
-    assert [e["type"] for e in result.events] == ["run_start", "decision", "final"]
+    assert [e["type"] for e in result.events] == [
+        "run_start",
+        "decision_start",
+        "decision",
+        "final",
+    ]
     assert backend.remaining == 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,26 @@ from typing import Any
 
 from lokal.errors import LokalError
 
-__all__ = ["main"]
+__all__ = ["EXIT_CODES", "main"]
+
+EXIT_ANSWERED = 0
+EXIT_NO_ANSWER = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`
+
+# The epilog of `lokal --help` and of every subcommand's --help; the README repeats it.
+EXIT_CODES = """exit codes: the same for every lokal command
+  0    done: an answer written by the model (also the forced final answer after a guard
+       such as max_iterations or a repeated call), or the command's output
+  1    stopped without an answer: the model gave no usable reply even without tools, the
+       time budget ran out first (the output lists the tool results in hand), `rag ask`
+       found nothing in the documents to answer from, or (`sandbox`) the script failed
+  2    bad input or configuration, reported in one line before any model is loaded: an
+       empty question, a missing file or folder, an unknown profile, a bad option value,
+       a conversation or note that does not exist
+  130  interrupted (Ctrl-C); the trace written so far is kept
+  141  the reader of the output went away (`lokal ... | head`): lokal stops quietly"""
 
 # name -> (add_arguments, handler, help); each part of lokal adds its own subcommand here.
 Subcommand = tuple[
@@ -37,8 +57,17 @@ def read_json_file(path: str | Path, what: str) -> Any:
         raise LokalError(f"{what} file {str(path)!r} not found")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LokalError(f"{what} file {path} is not valid JSON: {exc}") from exc
+
+
+def require_text(value: str | None, what: str) -> str:
+    """``value`` stripped; a ConfigError (exit 2) when it is missing, empty or blank."""
+    from lokal.errors import ConfigError
+
+    if value is None or not value.strip():
+        raise ConfigError(f"{what} is empty; give some text")
+    return value.strip()
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -66,18 +95,21 @@ def _decide_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode", choices=["prompt_json", "plan_execute", "mock"], default="prompt_json"
     )
     parser.add_argument("--outdir", default=None, help="write ai_message.json, result.json …")
+    parser.add_argument("--quiet", action="store_true", help="no live progress on stderr")
 
 
 @subcommand("decide", "one decision: messages + tools → AIMessage", _decide_arguments)
 def decide_command(args: argparse.Namespace) -> int:
     from lokal.config import announce, load_profile
+    from lokal.live import working
     from lokal.llm.decide import generate_ai_message
 
     messages = read_json_file(args.messages, "messages")
     tools = read_json_file(args.tools_schema, "tools_schema") if args.tools_schema else []
     profile = load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
-    announce(profile)
-    result = generate_ai_message(profile, messages, tools, mode=args.mode)
+    announce(profile, mode=args.mode)
+    with working("deciding", quiet=args.quiet):
+        result = generate_ai_message(profile, messages, tools, mode=args.mode)
     if args.outdir:
         outdir = Path(args.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
@@ -116,20 +148,56 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         add_arguments(sub)
         sub.set_defaults(handler=handler)
+    _with_exit_codes(parser)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _with_exit_codes(parser: argparse.ArgumentParser) -> None:
+    """EXIT_CODES as the epilog of ``parser`` and of its nested subcommands (``rag ask``)."""
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _with_exit_codes(child)
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.strerror}: {str(exc.filename)!r}"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so that flushing what is still
+    buffered at exit raises nothing (the recipe in the docs of Python's signal module)."""
     try:
-        return args.handler(args)
-    except (LokalError, FileNotFoundError) as exc:
-        print(f"lokal {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one ``lokal`` command; the return value is its exit code (see EXIT_CODES)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("lokal: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    try:
+        code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows up here, not as a traceback at exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except (LokalError, OSError) as exc:  # OSError: a file or folder that cannot be used
+        print(f"lokal {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"lokal {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

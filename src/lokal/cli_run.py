@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
-from lokal.cli import add_model_arguments, subcommand
+from lokal.cli import (
+    EXIT_ANSWERED,
+    EXIT_CODES,
+    EXIT_NO_ANSWER,
+    add_model_arguments,
+    require_text,
+    subcommand,
+)
+from lokal.errors import ConfigError
+
+__all__ = ["EXIT_CODES", "build_agent", "check_run_inputs", "exit_code"]
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant working in a local workspace. Use the tools to read files, "
@@ -15,23 +26,37 @@ DEFAULT_SYSTEM = (
 )
 
 
-EXIT_CODES = """exit codes:
-  0    the run ended with an answer written by the model (also after a guard: the model
-       was asked for a final answer without tools)
-  1    stopped without an answer: the model gave no usable reply even without tools, or
-       the time budget ran out first; the output lists the tool results in hand
-  2    bad input or configuration (an option, a missing file, an unknown profile)
-  130  interrupted (Ctrl-C)"""
-
-
 def exit_code(result: Any) -> int:
-    """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES)."""
-    return 0 if result.answered else 1
+    """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES in lokal.cli)."""
+    return EXIT_ANSWERED if result.answered else EXIT_NO_ANSWER
+
+
+def check_run_inputs(args: argparse.Namespace) -> None:
+    """The checks of ``lokal run``'s input, before anything is loaded: a ConfigError (exit 2,
+    one line) for an empty question, a workspace or skills folder that is not a folder, a
+    time budget or max_iterations that leaves no room for a step, a trace file that cannot
+    be written. An empty question would otherwise run, and a small model answers it by
+    echoing its system prompt, global memory included."""
+    args.question = require_text(args.question, "the question")
+    for option in ("workspace", "skills"):
+        value = getattr(args, option, None)
+        if value is not None and not Path(value).expanduser().is_dir():
+            what = "does not exist" if not Path(value).expanduser().exists() else "is a file"
+            raise ConfigError(f"--{option} {value!r} {what}; give a folder")
+    budget = getattr(args, "time_budget", None)
+    if budget is not None and not budget > 0:  # also NaN
+        raise ConfigError(f"--time_budget must be more than 0 seconds, got {budget}")
+    if getattr(args, "max_iterations", 1) < 1:
+        raise ConfigError(f"--max_iterations must be at least 1, got {args.max_iterations}")
+    trace = getattr(args, "trace", None)
+    if trace is not None and not Path(trace).expanduser().parent.is_dir():
+        raise ConfigError(f"--trace {trace!r}: its folder does not exist")
+    from lokal.config import load_profile
+
+    load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
 
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES
     parser.add_argument("question", help="what to ask the agent")
     add_model_arguments(parser)
     parser.add_argument("--workspace", default=".", help="folder the file tools may use")
@@ -113,12 +138,17 @@ def _add_memory_and_knowledge(agent: Any, args: argparse.Namespace) -> None:
 
 
 def _add_knowledge(agent: Any, store_kind: str, store_path: Any, chroma_url: Any) -> None:
+    """Register ``knowledge_search``; the index and the embedding model are opened on its
+    first call, so a run that never searches the documents loads neither."""
     from lokal.rag.answer import knowledge_search_tool
-    from lokal.rag.index import open_rag
-    from lokal.rag.retrieval import Retriever
+    from lokal.rag.retrieval import LazyRetriever
 
-    store, embedder = open_rag(store_kind, store_path=store_path, chroma_url=chroma_url)
-    agent.registry.register(knowledge_search_tool(Retriever(store, embedder)), replace=True)
+    def open_index():
+        from lokal.rag.index import open_rag
+
+        return open_rag(store_kind, store_path=store_path, chroma_url=chroma_url)
+
+    agent.registry.register(knowledge_search_tool(LazyRetriever(open_index)), replace=True)
     agent.system_prompt = (agent.system_prompt or "") + (
         "\n\nUse knowledge_search to look facts up in the indexed documents."
     )
@@ -135,12 +165,25 @@ def _short(value: Any, limit: int = 120) -> str:
 
 
 class LiveProgress:
-    """Prints each step of a run as it happens (rich)."""
+    """Prints each step of a run as it happens (rich, on stderr), with a spinner on a
+    terminal while the model decides or tools run: elapsed seconds and tokens so far."""
 
-    def __init__(self) -> None:
-        from rich.console import Console
+    def __init__(self, console: Any = None) -> None:
+        from lokal.live import Spinner, stderr_console
 
-        self.console = Console(stderr=True, highlight=False)
+        self.console = console or stderr_console()
+        self.spinner = Spinner(self.console)
+        self.running: list[str] = []  # tools of the current turn still running
+
+    def load_model(self, profile: Any) -> tuple[Any, float]:
+        """The profile's backend, loaded as a step of its own; (backend, seconds)."""
+        from lokal.llm.backends import get_backend
+
+        with self.spinner.step(f"loading {profile.display_name}"):
+            backend = get_backend(profile)
+        seconds = time.perf_counter() - self.spinner.started
+        self.console.print(f"[cyan]model[/] {_short(profile.display_name)} ready ({seconds:.1f} s)")
+        return backend, seconds
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event["type"]
@@ -148,7 +191,21 @@ class LiveProgress:
         if kind == "run_start":
             c.print(f"[bold]question[/]: {_short(event['question'], 500)}")
             c.print(f"[dim]tools: {', '.join(event['tools'])}[/]")
+            memory = event.get("memory")
+            if memory and memory.get("notes"):
+                chosen = ", ".join(f"#{n['id']} ({n['cosine']:.2f})" for n in memory["selected"])
+                c.print(
+                    f"[dim]memory: {len(memory['selected'])} of {memory['notes']} note(s) above "
+                    f"{memory['min_score']:.2f}{': ' + chosen if chosen else ''}[/]"
+                )
+        elif kind == "decision_start":
+            purpose = "deciding" if event["purpose"] == "decide" else event["purpose"]
+            self.spinner.start(f"step {event['iteration']}: {purpose}")
+        elif kind == "tool_start":
+            self.running.append(event["name"])
+            self.spinner.start(f"running {', '.join(self.running)}")
         elif kind == "decision":
+            self.spinner.stop()
             usage = event["usage"]
             head = (
                 f"[cyan]step {event['iteration']}[/] decision ({event['purpose']}, "
@@ -165,6 +222,10 @@ class LiveProgress:
             else:
                 c.print(f"  answer: {_short(message['content'])}")
         elif kind == "tool_end":
+            if event["name"] in self.running:
+                self.running.remove(event["name"])
+            if not self.running:
+                self.spinner.stop()
             style = "green" if event["status"] == "success" else "red"
             detail = "" if event["status"] == "success" else f": {_short(event['error'])}"
             c.print(
@@ -174,6 +235,7 @@ class LiveProgress:
         elif kind == "guard":
             c.print(f"  [yellow]guard[/]: {event['guard']}")
         elif kind == "final":
+            self.spinner.stop()
             c.print(
                 f"[bold]{event['status']}[/] after {event['iterations']} step(s), "
                 f"{event['duration_s']:.1f} s: {event['stop_reason']}"
@@ -182,22 +244,39 @@ class LiveProgress:
 
 @subcommand("run", "the agent: a question in, tool runs, an answer out", _run_arguments)
 def run_command(args: argparse.Namespace) -> int:
+    from lokal.llm.backends import get_backend
+    from lokal.progress import listening
     from lokal.runtime import JsonlTrace
 
+    check_run_inputs(args)  # before any model is loaded
     agent = build_agent(args)
     trace = JsonlTrace(args.trace) if args.trace else None
+    progress = None if args.quiet else LiveProgress()
+    # the model loads as a step of its own, before the run (and its time budget) starts
+    if progress:
+        agent.backend, load_s = progress.load_model(agent.profile)
+    else:
+        started = time.perf_counter()
+        agent.backend = get_backend(agent.profile)
+        load_s = time.perf_counter() - started
+    load = {"type": "model_load", "model": agent.profile.display_name, "duration_s": load_s}
     if trace:
+        trace(load)
         agent.subscribe(trace)
-    if not args.quiet:
-        agent.subscribe(LiveProgress())
+    if progress:
+        agent.subscribe(progress)
     try:
         history = agent.memory.history() if hasattr(agent.memory, "history") else []
-        result = agent.run(args.question, history=history)
+        with listening(progress.spinner if progress else lambda fields: None):
+            result = agent.run(args.question, history=history)
     finally:
+        if progress:
+            progress.spinner.stop()
         if trace:
             trace.close()
     if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        record = {**result.to_dict(), "model_load_s": round(load_s, 4)}
+        print(json.dumps(record, ensure_ascii=False, indent=2))
     else:
         print(result.answer)
     return exit_code(result)

@@ -335,6 +335,21 @@ def load_profile(
     )
 
 
-def announce(profile: Profile) -> None:
-    """Print the selected profile to stderr, as the seeds' CLI does."""
-    print(f"model: {profile.display_name}", file=sys.stderr, flush=True)
+MOCK_NAME = "deterministic mock (no model)"
+
+
+def model_line(profile: Profile, mode: str | None = None) -> str:
+    """What ``announce`` prints: the profile's display name, or the mock when the decisions
+    come from the mock backend (the mock profile, or ``--mode mock`` on any profile)."""
+    if mode == "mock" or profile.backend == "mock":
+        name = profile.model.display_name if profile.backend == "mock" else None
+        shown = name if name and "mock" in name.lower() else MOCK_NAME
+        if profile.backend != "mock":
+            shown += f"; --mode mock, tool_calling of profile {profile.name!r}"
+        return f"model: {shown}"
+    return f"model: {profile.display_name}"
+
+
+def announce(profile: Profile, mode: str | None = None) -> None:
+    """Print the selected model to stderr, as the seeds' CLI does (see ``model_line``)."""
+    print(model_line(profile, mode), file=sys.stderr, flush=True)

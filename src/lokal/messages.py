@@ -5,6 +5,10 @@ final answer has content and no tool calls, a tool turn has one or more tool cal
 content. A ToolCall is ``{"id": str, "name": str, "args": dict}``. A ToolMessage is
 ``{"role": "tool", "tool_call_id", "name", "status": "success"|"error", "content"}`` where
 ``content`` is the JSON string of ``{"status", "output", "error"}``.
+
+In a conversation every assistant tool call is followed, before the next user or assistant
+message, by exactly one ToolMessage with its id, in call order; ``repair_conversation`` makes
+a conversation so and lists what it changed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ __all__ = [
     "make_ai_message",
     "make_tool_message",
     "read_tool_result",
+    "repair_conversation",
     "to_openai_message",
     "to_openai_messages",
     "validate_ai_message",
@@ -268,3 +273,118 @@ def from_openai_message(message: dict[str, Any]) -> dict[str, Any]:
 
 def from_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [from_openai_message(message) for message in messages]
+
+
+# --- conversation repair -----------------------------------------------------------------
+
+NOT_RUN_ERROR = "not run: the run stopped before this call finished (no result was recorded)"
+
+
+def repair_conversation(
+    messages: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``messages`` made a valid OpenAI conversation, and the list of repairs that took.
+
+    Valid: every assistant tool call is followed, before the next user or assistant message,
+    by exactly one ToolMessage with its id, in call order, and call ids are unique in the
+    conversation. Repairs (each a dict with ``kind``, ``index``: the position in ``messages``
+    of the message concerned, and the call's ``call_id`` and ``name`` where there is one):
+
+    - ``missing_result``: a call without a ToolMessage (a run stopped or killed before the
+      call finished, or a reply a guard did not run) gets an error ToolMessage saying so;
+    - ``reordered``: the ToolMessages of a turn are put in call order (``call_ids`` gives the
+      order they were in);
+    - ``renamed_call_id``: a call whose id an earlier call already has (two runs that
+      started from the same history) gets a fresh id, and so do the ToolMessages answering
+      it (``was`` is the old id);
+    - ``orphan_result``: a ToolMessage that answers no open call is dropped;
+    - ``duplicate_result``: a second ToolMessage for one call is dropped;
+    - ``empty_message``: an assistant message with neither content nor calls is dropped.
+
+    A conversation that is already valid comes back equal, with no repairs.
+    """
+    all_ids = {
+        call.get("id")
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or []
+    }
+    seen: set[str] = set()
+    id_map: dict[str, str] = {}
+    kept: list[dict[str, Any]] = []
+    repairs: list[dict[str, Any]] = []
+    turn: list[dict[str, Any]] = []  # the calls of the open tool turn, with their fixed ids
+    turn_index = -1
+    results: dict[str, dict[str, Any]] = {}
+    arrived: list[str] = []
+    counter = len(all_ids)
+
+    def fresh_id() -> str:
+        nonlocal counter
+        while call_id(counter) in all_ids or call_id(counter) in seen:
+            counter += 1
+        return call_id(counter)
+
+    def close_turn() -> None:
+        nonlocal turn, results, arrived
+        order = [call["id"] for call in turn]
+        if [i for i in arrived if i in order] != [i for i in order if i in results]:
+            repairs.append({"kind": "reordered", "index": turn_index, "call_ids": list(arrived)})
+        for call in turn:
+            result = results.get(call["id"])
+            if result is None:
+                result = make_tool_message(call, error=NOT_RUN_ERROR)
+                repairs.append(
+                    {
+                        "kind": "missing_result",
+                        "index": turn_index,
+                        "call_id": call["id"],
+                        "name": call["name"],
+                    }
+                )
+            kept.append(result)
+        turn, results, arrived = [], {}, []
+
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            raw = message.get("tool_call_id")
+            ident = id_map.get(raw, raw) if isinstance(raw, str) else raw
+            open_ids = {call["id"] for call in turn}
+            if ident in open_ids and ident not in results:
+                results[ident] = message if ident == raw else {**message, "tool_call_id": ident}
+                arrived.append(ident)
+            else:
+                kind = "duplicate_result" if ident in open_ids else "orphan_result"
+                repairs.append(
+                    {"kind": kind, "index": index, "call_id": raw, "name": message.get("name")}
+                )
+            continue
+        close_turn()
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                raw = call.get("id")
+                ident = raw if isinstance(raw, str) and raw and raw not in seen else fresh_id()
+                if ident != raw:
+                    repairs.append(
+                        {
+                            "kind": "renamed_call_id",
+                            "index": index,
+                            "call_id": ident,
+                            "was": raw,
+                            "name": call.get("name"),
+                        }
+                    )
+                if isinstance(raw, str):
+                    id_map[raw] = ident
+                seen.add(ident)
+                calls.append(call if ident == raw else {**call, "id": ident})
+            turn, turn_index = calls, index
+            kept.append({**message, "tool_calls": calls})
+        elif role == "assistant" and not str(message.get("content") or "").strip():
+            repairs.append({"kind": "empty_message", "index": index})
+        else:
+            kept.append(message)
+    close_turn()
+    return kept, repairs

@@ -12,14 +12,21 @@ parallel through the registry, and appends the AIMessage and the ToolMessages. G
 - ``max_iterations``, the same call asked for ``repeat_limit`` times (tiny models loop on one
   call), or a decision still unusable after its retries: the model is asked once more for a
   final answer with tools disabled, from the results in hand, instead of stopping;
-- ``time_budget_s``: a wall-clock budget, checked before every decision and tool turn (the
-  time to load the model does not count).
+- ``time_budget_s``: a wall-clock budget, checked before every decision and tool turn. It
+  starts at the first decision: loading the model (reported as a ``model_load`` event) and
+  selecting memory (reported in ``run_start``, with the notes' scores) do not count.
 
 ``RunResult.answered`` says whether the run ended with an answer written by the model; when
 even the forced answer fails, the answer says so and lists the results in hand.
 
 Every step is an event (``run_start``, ``decision``, ``tool_start``, ``tool_end``, ``guard``,
 ``final``) that a CLI, a log file (``JsonlTrace``) or a web page can subscribe to.
+
+A history given to ``run`` is first made a valid conversation (``repair_conversation``: a call
+without a result gets an error result saying it was not run); ``run_start`` lists the repairs
+(``history_repairs``, with those of the store that loaded it). Call ids go on counting through
+the conversation; a run that ends without a model answer still ends its messages with an
+assistant message holding the answer it ended with.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from lokal.config import Profile
 from lokal.llm.backends import Backend
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.prompts import REPEAT_NOTE
-from lokal.messages import call_id, make_tool_message, read_tool_result
+from lokal.messages import call_id, make_tool_message, read_tool_result, repair_conversation
 from lokal.tools.registry import ToolRegistry
 
 __all__ = [
@@ -178,7 +185,7 @@ class Agent:
 
     def run(self, question: str, history: list[dict[str, Any]] | None = None) -> RunResult:
         """Answer ``question``, continuing ``history`` (earlier messages) if given."""
-        run = _Run(self, question, history or [])
+        run = _Run(self, question, history if history is not None else [])
         result = run.execute()
         self.memory.save(result)
         return result
@@ -194,14 +201,20 @@ class _Run:
         self.events: list[dict[str, Any]] = []
         self.seq = 0
         self.started = time.perf_counter()
+        self.budget_started: float | None = None  # set at the first decision
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.calls_seen: Counter[str] = Counter()
         self.tools_schema = agent.registry.schemas("openai")
         system = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
+        # the history as a valid conversation (a call without its result would leave the
+        # prompt with a dangling call); repairs made here or by the store that loaded it
+        # are reported in run_start
+        repaired, repairs = repair_conversation(list(history))
+        self.history_repairs = [*getattr(history, "repairs", []), *repairs]
         self.messages: list[dict[str, Any]] = [
             *system,
             *agent.memory.load(question),
-            *history,
+            *repaired,
             {"role": "user", "content": question},
         ]
         self.run_start = len(self.messages) - 1  # this run's messages start at the question
@@ -222,10 +235,26 @@ class _Run:
 
     def over_budget(self) -> bool:
         budget = self.settings.time_budget_s
-        return budget is not None and time.perf_counter() - self.started > budget
+        if budget is None or self.budget_started is None:
+            return False
+        return time.perf_counter() - self.budget_started > budget
+
+    def load_model(self) -> None:
+        """Load the profile's backend before the first decision, as a step of its own (a
+        ``model_load`` event with its duration) that the time budget does not count. Nothing
+        to do when the agent was given its backend (``lokal run`` loads it before the run)."""
+        if self.agent.backend is not None:
+            return
+        from lokal.llm.backends import get_backend
+
+        started = time.perf_counter()
+        get_backend(self.agent.profile)  # cached: the decisions reuse it
+        seconds = round(time.perf_counter() - started, 4)
+        self.emit("model_load", model=self.agent.profile.display_name, duration_s=seconds)
 
     def decide(self, iteration: int, purpose: str | None = None) -> dict[str, Any]:
         mode = "plan_execute" if self.settings.strategy == "plan_execute" else "prompt_json"
+        self.emit("decision_start", iteration=iteration, purpose=purpose or "decide")
         result = generate_ai_message(
             self.agent.profile,
             self.messages,
@@ -258,6 +287,9 @@ class _Run:
         self, status: str, answer: str, reason: str, iterations: int, *, answered: bool = True
     ) -> RunResult:
         duration = round(time.perf_counter() - self.started, 4)
+        if not answered:
+            # the run's outcome ends its conversation even when the model wrote no answer
+            self.messages.append({"role": "assistant", "content": answer, "tool_calls": []})
         self.emit(
             "final",
             status=status,
@@ -290,7 +322,12 @@ class _Run:
             strategy=s.strategy,
             tools=[t["function"]["name"] for t in self.tools_schema],
             max_iterations=s.max_iterations,
+            history_repairs=self.history_repairs,
+            # the notes memory selected for this question, with their scores (if it says)
+            memory=getattr(self.agent.memory, "last_selection", None),
         )
+        self.load_model()
+        self.budget_started = time.perf_counter()  # the time budget starts here
         for iteration in range(1, s.max_iterations + 1):
             if self.over_budget():
                 return self.stop_for_time(iteration - 1)
@@ -391,15 +428,21 @@ class _Run:
 
     def numbered(self, message: dict[str, Any]) -> dict[str, Any]:
         """``message`` with call ids that go on counting from the calls already in the
-        conversation (``call_001``, ``call_002``… once per conversation, not per reply), so
-        that a ToolMessage answers exactly one call."""
-        used = sum(
-            len(m.get("tool_calls") or []) for m in self.messages if m.get("role") == "assistant"
-        )
-        calls = [
-            {**call, "id": call_id(used + index)}
-            for index, call in enumerate(message["tool_calls"])
-        ]
+        conversation (``call_001``, ``call_002``… once per conversation, not per reply, and
+        never an id the history already has), so that a ToolMessage answers exactly one call."""
+        taken = {
+            c.get("id")
+            for m in self.messages
+            if m.get("role") == "assistant"
+            for c in m.get("tool_calls") or []
+        }
+        number = len(taken)
+        calls = []
+        for call in message["tool_calls"]:
+            while call_id(number) in taken:
+                number += 1
+            calls.append({**call, "id": call_id(number)})
+            number += 1
         return {**message, "tool_calls": calls}
 
     def last_result_of(self, call: dict[str, Any]) -> Any:

@@ -168,6 +168,14 @@ def run_bench(
     from lokal.llm.decide import generate_ai_message
 
     jobs = [(p, m, c) for p in profiles for m in modes for c in cases]
+    several = len({p.name for p in profiles}) > 1
+
+    def label(profile: Profile) -> str:
+        """The row's profile: ``mock`` when the mock backend decides (``mock:NAME`` for the
+        tool_calling settings of several profiles), never a model that did not run."""
+        if decision_mode != "mock" or profile.backend == "mock":
+            return profile.name
+        return f"mock:{profile.name}" if several else "mock"
 
     def one(job: tuple[Profile, str | None, dict[str, Any]]) -> dict[str, Any]:
         profile, mode, case = job
@@ -185,7 +193,7 @@ def run_bench(
                 "mode": run_mode,
                 "error": {"type": type(exc).__name__, "message": str(exc)},
             }
-        record = _record(case, profile.name, tc_mode, result)
+        record = _record(case, label(profile), tc_mode, result)
         if progress:
             progress()
         return record

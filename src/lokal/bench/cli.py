@@ -8,7 +8,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from lokal.bench.report import LATENCY_HEADERS
 from lokal.cli import read_json_file, subcommand
 from lokal.errors import ConfigError
 
@@ -91,6 +93,24 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--outdir", default="outputs/bench", help="where the reports go")
     parser.add_argument("--concurrency", type=int, default=1, help="cases in flight at once")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="only the first N case files (by file name)"
+    )
+
+
+def print_table(console: Any, table: Any) -> None:
+    """Print a rich table whole: on a terminal its cells fold instead of being cut; into a
+    file or a pipe (80 columns by default) it gets the width it needs."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    needed = console.measure(table, options=console.options.update_width(10_000)).maximum
+    width = console.width
+    console.width = max(width, needed)  # print(width=) cannot go past the console's width
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 @subcommand("bench", "batch benchmark: case files × profiles × modes → reports", _bench_arguments)
@@ -109,8 +129,10 @@ def bench_command(args: argparse.Namespace) -> int:
     for mode in modes:
         if mode not in (None, *_TC_MODES):
             raise ConfigError(f"--modes: {mode!r} is not one of {', '.join(_TC_MODES)}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError("--limit must be at least 1")
     profiles = [load_profile(args.model_config, name) for name in _split(args.profiles) or [None]]
-    cases = load_cases(args.cases)
+    cases = load_cases(args.cases)[: args.limit]
     tools = read_json_file(args.tools_schema, "tools_schema")
     backends = {"mock"} if args.mode == "mock" else {p.backend for p in profiles}
     note = _concurrency_note(backends, args.concurrency)
@@ -134,14 +156,16 @@ def bench_command(args: argparse.Namespace) -> int:
         "cases_dir": str(args.cases),
         "decision_mode": args.mode,
         "profiles": [p.name for p in profiles],
+        "limit": args.limit,
         "concurrency": args.concurrency,
         "wall_time_s": round(time.perf_counter() - started, 1),
         **_machine(),
     }
     paths = write_report(args.outdir, records, summary, meta)
     table = Table(title=f"lokal bench: {len(cases)} cases")
-    for header in ("profile/mode", "success %", "correct %", "latency mean", "p50", "p95"):
-        table.add_column(header)
+    table.add_column("profile/mode", overflow="fold")
+    for header in ("success %", "correct %", *LATENCY_HEADERS):
+        table.add_column(header, justify="right", overflow="fold")
     for key, s in summary.items():
         table.add_row(
             key,
@@ -151,7 +175,7 @@ def bench_command(args: argparse.Namespace) -> int:
             f"{s['latency_ms_p50']:.0f}",
             f"{s['latency_ms_p95']:.0f}",
         )
-    console.print(table)
+    print_table(console, table)
     console.print(f"reports: {paths['report']}, {paths['summary']}, {paths['cases']}")
     return 0
 
@@ -235,11 +259,11 @@ def bfcl_command(args: argparse.Namespace) -> int:
     }
     scores = write_scores(outdir, rows, categories, meta)
     table = Table(title=f"BFCL v4 AST accuracy %, {profile.display_name}")
-    table.add_column("pipeline")
+    table.add_column("pipeline", overflow="fold")
     for category in categories:
-        table.add_column(category)
-    table.add_column("overall")
-    table.add_column("valid %")
+        table.add_column(category, justify="right", overflow="fold")
+    table.add_column("overall", justify="right", overflow="fold")
+    table.add_column("valid %", justify="right", overflow="fold")
     for pipeline, entry in scores["pipelines"].items():
         cells = [
             f"{entry['categories'][c]['accuracy']:.1f}" if c in entry["categories"] else "-"
@@ -251,7 +275,7 @@ def bfcl_command(args: argparse.Namespace) -> int:
             f"{entry['overall']['accuracy_mean_of_categories']:.1f}",
             f"{entry['overall']['valid_rate']:.1f}",
         )
-    console.print(table)
+    print_table(console, table)
     for pipeline, entry in scores["pipelines"].items():
         console.print(f"  {pipeline}: {entry['description']}")
     console.print(f"results: {results}, scores.json, scores.md")

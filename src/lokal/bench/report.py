@@ -13,7 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHARTS", "write_report"]
+__all__ = ["CHARTS", "LATENCY_HEADERS", "write_report"]
+
+# the summary's latency columns (latency_ms_mean, _p50, _p95), in the report and the CLI table
+LATENCY_HEADERS = ("mean latency (ms)", "p50 latency (ms)", "p95 latency (ms)")
 
 CHARTS = {
     "latency_per_case": "Latency per case (ms)",
@@ -157,9 +160,7 @@ def _html(records, summary, meta, images: dict[str, Path]) -> str:
                 "cases",
                 "success %",
                 "correct %",
-                "latency mean",
-                "p50",
-                "p95",
+                *LATENCY_HEADERS,
                 "prompt tokens",
                 "completion tokens",
                 "retries",

@@ -77,10 +77,14 @@ def _grounding(found: list[str] | None) -> list[str]:
 
 
 def _check_quality(
-    message: dict[str, Any], completion: Completion, grounding: list[str] | None = None
+    message: dict[str, Any],
+    completion: Completion,
+    grounding: list[str] | None = None,
+    system: str = "",
 ) -> tuple[dict[str, Any], bool]:
     """The message, with a looping tail cut off (and whether it was); raise _BadReply for
-    a reply that cannot be used, including an answer that mentions none of the ``grounding``
+    a reply that cannot be used, including an answer that copies lokal's instructions or the
+    conversation's ``system`` prompt back, and one that mentions none of the ``grounding``
     values (the short results closest to the question)."""
     finish = completion.finish_reason
     if message["tool_calls"]:
@@ -97,7 +101,8 @@ def _check_quality(
         kept = trim_loop(content)
         if kept is not None:
             content, trimmed, finish = kept, True, "stop"
-    problem = reply_problem(content, finish_reason=finish, instructions=instruction_texts())
+    own = [*instruction_texts(), system] if system else instruction_texts()
+    problem = reply_problem(content, finish_reason=finish, instructions=own)
     if problem:
         raise _BadReply(problem)
     folded = content.casefold()
@@ -277,6 +282,9 @@ def generate_ai_message(
     tools = normalize_tools_schema(tools_schema)
     tools_index = {tool["name"]: tool for tool in tools}
     settings = profile.tool_calling
+    # the caller's system prompt: an answer that copies it back is not an answer
+    first = messages[0] if messages else {}
+    system = str(first.get("content") or "") if first.get("role") == "system" else ""
     if purpose is None:
         if mode == "plan_execute":
             purpose = "step" if _current_turn_has_results(messages) else "plan"
@@ -392,13 +400,13 @@ def generate_ai_message(
             last_attempt = attempt_number == settings.max_retries
             grounding = _grounding(found) if purpose != "final" else None
             try:
-                message, trimmed = _check_quality(message, completion, grounding)
+                message, trimmed = _check_quality(message, completion, grounding, system)
             except _Ungrounded:
                 if not last_attempt:
                     raise
                 # the model twice ignored what the tools returned: its answer is kept and the
                 # passages it should have used are shown after it, marked as such
-                message, trimmed = _check_quality(message, completion, None)
+                message, trimmed = _check_quality(message, completion, None, system)
                 shown = "; ".join(found or [])
                 message = make_ai_message(
                     f"{message['content']}\n\n(From the tool results: {shown})"

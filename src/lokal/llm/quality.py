@@ -87,11 +87,10 @@ def trim_loop(text: str, *, min_keep: int = 20) -> str | None:
             while start >= period and tail[start - period : start] == block:
                 start -= period
             # keep the first repetition up to its last sentence end (the loop may have been
-            # caught mid-sentence), else nothing of it
+            # caught mid-sentence), else the whole of it: one clause said once
             first = tail[start : start + period]
-            ends = [first.rfind(mark) for mark in ".!?。！？\n"]
-            end = max(ends)
-            kept = (tail[:start] + (first[: end + 1] if end >= 0 else "")).rstrip(" ,;:-")
+            end = max(first.rfind(mark) for mark in ".!?。！？\n")
+            kept = (tail[:start] + (first[: end + 1] if end >= 0 else first)).rstrip(" ,;:-")
             return kept if len(kept.strip()) >= min_keep else None
     return None
 

@@ -1,16 +1,22 @@
 """Conversations in SQLite: every run's messages, tool calls, results, timings and tokens.
 
 ``ConversationRecorder`` subscribes to an Agent's events and writes each step in its own
-transaction as it happens (the question at ``run_start``, each decision's AIMessage, each
-ToolMessage at ``tool_end``, the run's outcome at ``final``), so a crash loses at most the step
-in flight. Positions are allocated inside ``BEGIN IMMEDIATE`` transactions, so two runs
-appending to one conversation at once interleave without clashing; each run's messages keep
-their order.
+transaction as it happens (the question at ``run_start``, an AIMessage with tool calls when
+its first call starts, the ToolMessages of a turn in call order as they end, the run's outcome
+as its last assistant message at ``final``), so a crash loses at most the steps in flight.
+Positions are allocated inside ``BEGIN IMMEDIATE`` transactions, so two runs appending to one
+conversation at once interleave without clashing; each run's messages keep their order.
+
+``ConversationStore.history`` gives a conversation back as a valid OpenAI conversation to
+continue: what a crash or an older version left incomplete (a call without a result, results
+out of call order, call ids used twice) is repaired on load, and the repairs are listed
+(``History.repairs``), logged, and reported by the next run (``run_start.history_repairs``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -18,8 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from lokal.memory.db import connect
+from lokal.messages import repair_conversation
 
-__all__ = ["ConversationRecorder", "ConversationStore", "sanitize_history"]
+__all__ = ["ConversationRecorder", "ConversationStore", "History", "sanitize_history"]
+
+log = logging.getLogger("lokal.memory")
 
 
 class ConversationStore:
@@ -172,17 +181,33 @@ class ConversationStore:
     def exists(self, name: str) -> bool:
         return self.conversation_id(name, create=False) is not None
 
-    def history(self, name: str) -> list[dict[str, Any]]:
-        """The earlier messages of a conversation, for continuing it: finished runs, run by
-        run, in order; calls without results (an interrupted step) are dropped."""
+    def history(self, name: str) -> History:
+        """The earlier messages of a conversation, for continuing it: every run, run by run,
+        in order, repaired into a valid OpenAI conversation (``repair_conversation``: a call
+        without a result, as a killed run leaves, gets an error result saying it was not run).
+
+        The repairs are in ``.repairs`` (each with the ``run_id`` it concerns) and logged as
+        a warning; the stored rows are left as they are. A run still going on in another
+        process is read as it stands (its calls in flight count as not run).
+        """
         messages: list[dict[str, Any]] = []
+        run_ids: list[int] = []
         for run in self.runs(name):
-            if run["finished"] is None:
-                continue
             for message in run["messages"]:
                 message.pop("_meta", None)
                 messages.append(message)
-        return sanitize_history(messages)
+                run_ids.append(run["id"])
+        history = sanitize_history(messages)
+        for repair in history.repairs:
+            if 0 <= repair.get("index", -1) < len(run_ids):
+                repair["run_id"] = run_ids[repair["index"]]
+        if history.repairs:
+            log.warning(
+                "conversation %r: repaired its stored history on load: %s",
+                name,
+                "; ".join(_describe_repair(r) for r in history.repairs),
+            )
+        return history
 
     def export(self, name: str, fmt: str = "json") -> str:
         runs = self.runs(name)
@@ -220,24 +245,31 @@ def _describe(message: dict[str, Any]) -> str:
     return ": " + (message.get("content") or "") + (f" → {shown}" if shown else "")
 
 
-def sanitize_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop tool calls that have no ToolMessage and ToolMessages whose call is gone."""
-    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
-    kept: list[dict[str, Any]] = []
-    live_ids: set[str] = set()
-    for message in messages:
-        if message.get("role") == "system":
-            continue
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            calls = [c for c in message["tool_calls"] if c.get("id") in answered]
-            if not calls and not message.get("content"):
-                continue
-            message = {**message, "tool_calls": calls}
-            live_ids.update(c["id"] for c in calls)
-        if message.get("role") == "tool" and message.get("tool_call_id") not in live_ids:
-            continue
-        kept.append(message)
-    return kept
+class History(list):
+    """A list of messages to continue a conversation from, with the ``repairs`` it took (see
+    ``lokal.messages.repair_conversation``). ``Agent.run(question, history=...)`` reports
+    them in its ``run_start`` event (``history_repairs``)."""
+
+    def __init__(self, messages=(), repairs: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(messages)
+        self.repairs: list[dict[str, Any]] = list(repairs or [])
+
+
+def sanitize_history(messages: list[dict[str, Any]]) -> History:
+    """Stored messages as a valid conversation to continue: system messages are left out,
+    a call without a result gets an error result saying it was not run, a turn's results
+    come in call order, call ids are unique; ``.repairs`` lists what was changed."""
+    positions = [i for i, m in enumerate(messages) if m.get("role") != "system"]
+    kept, repairs = repair_conversation([messages[i] for i in positions])
+    for repair in repairs:
+        repair["index"] = positions[repair["index"]]  # the index in ``messages``
+    return History(kept, repairs)
+
+
+def _describe_repair(repair: dict[str, Any]) -> str:
+    where = f" in run {repair['run_id']}" if "run_id" in repair else ""
+    call = f" {repair.get('name')} ({repair.get('call_id')})" if repair.get("call_id") else ""
+    return f"{repair['kind']}{call}{where}"
 
 
 class ConversationRecorder:
@@ -248,36 +280,68 @@ class ConversationRecorder:
         agent.run(question, history=store.history("project-x"))
 
     One recorder serves one agent running one run at a time (use one Agent per thread).
+
+    What is stored is the run's conversation, valid on its own: the question; an AIMessage
+    with tool calls once its first call starts (a reply that a guard stopped before it ran,
+    a repeated call or a spent time budget, is not stored); its ToolMessages in call order,
+    each as soon as it and every result before it exist (tools of one turn run in parallel
+    and end in any order); and the run's outcome as its last assistant message: the model's
+    answer, or, when the model wrote none, the answer the run ended with.
     """
 
     def __init__(self, store: ConversationStore, conversation: str) -> None:
         self.store = store
         self.conversation = conversation
         self.run_id: int | None = None
+        self._lock = threading.RLock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._decision: dict[str, Any] | None = None  # the latest decision, not yet stored
+        self._turn: list[str] = []  # the call ids of the turn being run, in call order
+        self._results: dict[str, tuple[dict[str, Any], float | None]] = {}
+        self._written = 0  # how many of the turn's results are stored
 
     def attach(self, agent: Any) -> ConversationRecorder:
         agent.subscribe(self)
         return self
 
     def __call__(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._record(event)
+
+    def _record(self, event: dict[str, Any]) -> None:
         kind = event["type"]
         if kind == "run_start":
+            self._reset()
             self.run_id = self.store.start_run(
                 self.conversation, event["question"], event.get("profile")
             )
             self.store.append(self.run_id, {"role": "user", "content": event["question"]})
         elif self.run_id is None:
             return
-        elif kind == "decision" and event.get("ai_message"):
-            self.store.append(
-                self.run_id,
-                event["ai_message"],
-                latency_ms=event.get("latency_ms"),
-                usage=event.get("usage"),
-            )
+        elif kind == "decision":
+            self._decision = event if event.get("ai_message") else None
+        elif kind == "tool_start":
+            self._start_turn(event["call_id"])
         elif kind == "tool_end":
-            self.store.append(self.run_id, event["message"], latency_ms=event["duration_s"] * 1000)
+            self._start_turn(event["call_id"])
+            latency = event["duration_s"] * 1000
+            if event["call_id"] in self._turn:
+                self._results[event["call_id"]] = (event["message"], latency)
+                self._write_results()
+            else:  # not a call of the turn (a caller's own tool events): store as it comes
+                self.store.append(self.run_id, event["message"], latency_ms=latency)
         elif kind == "final":
+            self._write_results(everything=True)
+            decision = self._decision
+            message = decision["ai_message"] if decision else None
+            if message and not message.get("tool_calls") and message["content"] == event["answer"]:
+                self._append_decision(decision)
+            else:  # no answer from the model: the run's own answer is its outcome
+                answer = {"role": "assistant", "content": event["answer"], "tool_calls": []}
+                self.store.append(self.run_id, answer)
+            self._reset()
             usage = event.get("usage") or {}
             self.store.finish_run(
                 self.run_id,
@@ -288,3 +352,35 @@ class ConversationRecorder:
                 completion_tokens=usage.get("completion_tokens"),
                 duration_s=event["duration_s"],
             )
+
+    def _append_decision(self, decision: dict[str, Any]) -> None:
+        self.store.append(
+            self.run_id,
+            decision["ai_message"],
+            latency_ms=decision.get("latency_ms"),
+            usage=decision.get("usage"),
+        )
+
+    def _start_turn(self, call_id: str) -> None:
+        """Store the latest decision's AIMessage when one of its calls starts."""
+        decision = self._decision
+        if decision is None or call_id in self._turn:
+            return
+        calls = [call["id"] for call in decision["ai_message"].get("tool_calls") or []]
+        if call_id not in calls:
+            return
+        self._write_results(everything=True)  # the previous turn, if anything is left
+        self._append_decision(decision)
+        self._decision = None
+        self._turn, self._results, self._written = calls, {}, 0
+
+    def _write_results(self, everything: bool = False) -> None:
+        """Store the turn's results in call order, up to the first one still running (or,
+        with ``everything``, all that exist)."""
+        while self._written < len(self._turn):
+            result = self._results.pop(self._turn[self._written], None)
+            if result is None and not everything:
+                return
+            if result is not None:
+                self.store.append(self.run_id, result[0], latency_ms=result[1])
+            self._written += 1

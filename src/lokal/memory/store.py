@@ -3,10 +3,14 @@
 - **global memory**: the markdown files of a memory directory (``$LOKAL_HOME/memory/*.md`` by
   default), always given to the model as one system message, capped at ``max_global_chars``;
 - **selected memory**: notes (saved by the ``remember`` tool or as run summaries) relevant to
-  the question, retrieved hybrid — BM25 and embedding cosine, fused by reciprocal rank — and
-  given with their source;
+  the question: those whose embedding cosine to the question reaches ``NOTE_MIN_SCORE``
+  (calibrated on ``data/dev/memory_relevance.json``, see docs/memory.md; none when none
+  does), at most ``k``, ordered hybrid — BM25 and cosine rankings fused by reciprocal rank —
+  and given with their source. ``last_selection`` keeps the scores (the runtime puts them in
+  the trace as a ``memory`` event). The embedding model is loaded only when there are notes;
 - **saving**: ``remember(note)`` stores a note; with ``summarize=True`` an extractive summary
-  of each run is stored as a note too.
+  of each run that ended with the model's own answer (``status: final``) is stored as a note
+  too, its source marked ``model-written`` (the prompt says such notes may be wrong).
 
 ``Memory`` is the runtime's ``MemoryHook``; ``Memory.attach(agent)`` also records the run step
 by step in the conversation store (see ``lokal.memory.conversations``).
@@ -19,12 +23,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from lokal.memory.conversations import ConversationRecorder, ConversationStore
 from lokal.memory.db import lokal_home
 
-__all__ = ["Memory", "Note", "extractive_summary", "remember_tool"]
+__all__ = [
+    "MODEL_WRITTEN",
+    "NOTE_MIN_SCORE",
+    "Memory",
+    "Note",
+    "extractive_summary",
+    "is_model_written",
+    "remember_tool",
+]
+
+# Calibrated on data/dev/memory_relevance.json (20 notes x 46 questions, all-MiniLM-L6-v2) by
+# benchmarks/calibrate_thresholds.py: the cosine that maximises F1 over (question, note) pairs.
+NOTE_MIN_SCORE = 0.40
+MODEL_WRITTEN = "model-written"  # the source of a note the model wrote (a run summary)
 
 
 class Note(dict):
@@ -42,6 +57,7 @@ class Memory:
         k: int = 3,
         max_global_chars: int = 4000,
         summarize: bool = False,
+        min_score: float | None = NOTE_MIN_SCORE,
     ) -> None:
         self.memory_dir = Path(memory_dir) if memory_dir else lokal_home() / "memory"
         self.store = ConversationStore(db_path)
@@ -49,6 +65,8 @@ class Memory:
         self.k = k
         self.max_global_chars = max_global_chars
         self.summarize = summarize
+        self.min_score = min_score
+        self.last_selection: dict[str, Any] | None = None
         self._embedder = embedder
         self.recorder: ConversationRecorder | None = None
 
@@ -95,23 +113,61 @@ class Memory:
             self._embedder = CachedEmbedder(LocalEmbedder(), lokal_home() / "embedding_cache.db")
         return self._embedder
 
-    def select(self, question: str, k: int | None = None) -> list[Note]:
-        """The notes most relevant to ``question``: BM25 and cosine rankings fused by RRF."""
+    def select(
+        self, question: str, k: int | None = None, min_score: float | None = None
+    ) -> list[Note]:
+        """The notes relevant to ``question``: those whose cosine similarity to it reaches
+        ``min_score`` (default ``self.min_score``; None or 0: no threshold), at most ``k``,
+        ordered by BM25 and cosine rankings fused by RRF. Each note carries ``score`` (fused),
+        ``cosine`` and ``bm25``. An empty list when no note is relevant; the report (selected
+        and best rejected notes, with scores) is kept in ``last_selection``."""
         from lokal.rag.retrieval import BM25Index, rrf
 
         k = self.k if k is None else k
+        threshold = self.min_score if min_score is None else min_score
         notes = self.notes()
+        report: dict[str, Any] = {
+            "notes": len(notes),
+            "k": k,
+            "min_score": threshold or 0.0,
+            "selected": [],
+            "rejected": [],
+        }
+        self.last_selection = report
         if not notes or k <= 0:
             return []
-        n = max(k * 3, 10)
-        keyword = [
-            note for note, _ in BM25Index(notes, [x["text"] for x in notes]).search(question, n)
-        ]
+        found = BM25Index(notes, [x["text"] for x in notes]).search(question, len(notes))
+        bm25 = {note["id"]: score for note, score in found}
+        # the embedding model loads here, only when there are notes to rank
         vectors = self.embedder().embed([question] + [x["text"] for x in notes])
-        scores = vectors[1:] @ vectors[0]
-        dense = [notes[i] for i in np.argsort(-scores, kind="stable")[:n]]
+        similarity = vectors[1:] @ vectors[0]
+        cosines = {note["id"]: float(c) for note, c in zip(notes, similarity, strict=True)}
+        relevant = [x for x in notes if not threshold or cosines[x["id"]] >= threshold]
+        dense = sorted(relevant, key=lambda x: -cosines[x["id"]])
+        keyword = [x for x in relevant if bm25.get(x["id"], 0.0) > 0]
+        keyword.sort(key=lambda x: -bm25[x["id"]])
         fused = rrf([dense, keyword], key=lambda note: note["id"])[:k]
-        return [Note({**note, "score": round(score, 5)}) for note, score in fused]
+        selected = [
+            Note(
+                {
+                    **note,
+                    "score": round(score, 5),
+                    "cosine": round(cosines[note["id"]], 4),
+                    "bm25": round(bm25.get(note["id"], 0.0), 4),
+                }
+            )
+            for note, score in fused
+        ]
+        chosen = {note["id"] for note in selected}
+        rejected = sorted(
+            (x for x in notes if x["id"] not in chosen), key=lambda x: -cosines[x["id"]]
+        )[:k]
+        report["selected"] = [_scores(note) for note in selected]
+        report["rejected"] = [
+            _scores({**x, "cosine": round(cosines[x["id"]], 4), "bm25": bm25.get(x["id"], 0.0)})
+            for x in rejected
+        ]
+        return selected
 
     # -- MemoryHook ------------------------------------------------------------------------
 
@@ -121,17 +177,27 @@ class Memory:
         if text:
             parts.append("Global memory (always true for this user):\n" + text)
         selected = self.select(question)
+        if self.last_selection is not None:
+            self.last_selection["global_chars"] = len(text)
         if selected:
-            lines = [f"- {note['text']} (source: {note['source']})" for note in selected]
-            parts.append("Notes that may be relevant:\n" + "\n".join(lines))
+            lines = []
+            for note in selected:
+                source = note["source"]
+                if is_model_written(note):
+                    source += "; written by the model, may be wrong"
+                lines.append(f"- {note['text']} (source: {source})")
+            parts.append("Notes relevant to this question:\n" + "\n".join(lines))
         return [{"role": "system", "content": "\n\n".join(parts)}] if parts else []
 
     def save(self, result: Any) -> None:
-        if not self.summarize:
+        """With ``summarize``: store a summary of a run that ended with the model's own
+        answer (``status: final``) as a note marked model-written. A run stopped by a guard
+        (time budget, repeated call, …) ended without such an answer: nothing is stored."""
+        if not self.summarize or getattr(result, "status", None) != "final":
             return
         summary = extractive_summary(result)
         run_id = self.recorder.run_id if self.recorder else None
-        label = f"summary of run {run_id}" if run_id else "run summary"
+        label = f"{MODEL_WRITTEN} summary of run {run_id}" if run_id else f"{MODEL_WRITTEN} summary"
         if self.conversation:
             label += f" in {self.conversation}"
         self.add_note(summary, source=label)
@@ -154,6 +220,26 @@ class Memory:
 
     def close(self) -> None:
         self.store.close()
+
+
+def is_model_written(note: dict[str, Any]) -> bool:
+    """Whether the model wrote this note (a run summary), rather than the user or the
+    ``remember`` tool on the user's request."""
+    return str(note.get("source") or "").startswith(MODEL_WRITTEN)
+
+
+def _scores(note: dict[str, Any]) -> dict[str, Any]:
+    """A note as the ``memory`` trace event shows it."""
+    text = note["text"]
+    return {
+        "id": note["id"],
+        "source": note["source"],
+        "text": text if len(text) <= 200 else text[:199] + "…",
+        "cosine": note["cosine"],
+        "bm25": round(float(note["bm25"]), 4),
+        **({"score": note["score"]} if "score" in note else {}),
+        "model_written": is_model_written(note),
+    }
 
 
 def _fresh_name() -> str:

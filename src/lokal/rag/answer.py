@@ -1,5 +1,14 @@
 """A RAG answer: retrieve, put the numbered passages in the prompt, answer only from them,
-cite them as [1], [2] (mapped to ``source#chunk``)."""
+cite them as [1], [2] (mapped to ``source#chunk``).
+
+Two checks keep answers honest (thresholds calibrated by ``benchmarks/calibrate_thresholds.py``
+on ``data/rag_eval/``, see docs/rag.md):
+
+- **relevance**: when the question's cosine similarity to the closest chunk is below
+  ``RAG_MIN_SCORE``, the documents do not hold the answer: ``NOT_FOUND``, the model is not asked;
+- **citation support**: a cited passage counts only when the answer sentence that cites it
+  shares at least ``CITATION_MIN_OVERLAP`` of its content words with the passage.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +18,39 @@ from typing import Any
 from lokal.rag.retrieval import Method, Retriever
 from lokal.rag.stores import Hit
 
-__all__ = ["NOT_FOUND", "answer_question", "build_rag_messages", "knowledge_search_tool"]
+__all__ = [
+    "CITATION_MIN_OVERLAP",
+    "NOT_FOUND",
+    "RAG_MIN_SCORE",
+    "answer_question",
+    "build_rag_messages",
+    "citation_support",
+    "default_min_score",
+    "knowledge_search_tool",
+    "support_overlap",
+]
 
 NOT_FOUND = "The documents do not contain this information."
+
+# Calibrated by benchmarks/calibrate_thresholds.py (numbers in docs/rag.md), for
+# all-MiniLM-L6-v2: the question's cosine to its closest chunk. It keeps all 41 answerable
+# questions of data/rag_eval/questions.json and turns away 18 of the 40 of unanswerable.json
+# (all 10 off-topic ones) before the model is asked.
+RAG_MIN_SCORE = 0.31
+# The share of a sentence's content words (lower-cased, stop words dropped, cut to 5 letters)
+# that its cited passage must hold; calibrated on data/rag_eval/answers.json (right answers vs
+# the chunk that holds them and chunks that do not: supported 0.78 or more, unsupported 0.63 or
+# less).
+CITATION_MIN_OVERLAP = 0.7
+
+
+def default_min_score(embedder: Any) -> float:
+    """``RAG_MIN_SCORE`` for the embedding model it was calibrated with (all-MiniLM-L6-v2);
+    0.0 (no threshold) for any other, whose cosines are on another scale."""
+    from lokal.rag.embeddings import MINILM
+
+    return RAG_MIN_SCORE if getattr(embedder, "name", None) == MINILM else 0.0
+
 
 RAG_SYSTEM = (
     "You answer questions using only the numbered context passages you are given. "
@@ -53,6 +92,123 @@ def _citation(n: int, hit: Hit) -> dict[str, Any]:
     }
 
 
+# words that carry no content in an answer sentence, on top of retrieval's stop words
+_ANSWER_STOPWORDS = (
+    "yes no not also so but than then there their they them its about into each all any "
+    "one ones only very more most such these those been being were had has would should "
+    "could may might must shall"
+)
+_ANSWER_STOP = frozenset(_ANSWER_STOPWORDS.split())
+_CONTENT = re.compile(r"[^\W_]+", re.UNICODE)
+_MARKER = re.compile(r"\[(\d+)\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _content_words(text: str) -> set[str]:
+    """Lower-cased words (letters and digits; ``busy_timeout`` is two words) minus stop
+    words, cut to their first 5 letters (a crude stem: ``quantized`` ~ ``quantization``)."""
+    from lokal.rag.retrieval import _STOP
+
+    words = _CONTENT.findall(_MARKER.sub(" ", text).lower())
+    return {
+        w[:5]
+        for w in words
+        if w not in _STOP and w not in _ANSWER_STOP and (len(w) > 1 or w.isdigit())
+    }
+
+
+def support_overlap(sentence: str, passage: str) -> float:
+    """The share of ``sentence``'s content words that ``passage`` holds (0 for a sentence
+    without content words, e.g. only ``[1]``)."""
+    words = _content_words(sentence)
+    return len(words & _content_words(passage)) / len(words) if words else 0.0
+
+
+def _citing_sentences(text: str) -> list[tuple[str, list[int]]]:
+    """The answer's sentences, each with the passage numbers it cites; a marker alone on
+    its line or after the full stop (``… works. [1]``) belongs to the sentence before it."""
+    out: list[tuple[str, list[int]]] = []
+    for piece in _SENTENCE_END.split(text or ""):
+        piece = piece.strip()
+        if not piece:
+            continue
+        numbers = [int(n) for n in _MARKER.findall(piece)]
+        if out and numbers and not _content_words(piece):
+            out[-1] = (out[-1][0], out[-1][1] + numbers)
+        else:
+            out.append((piece, numbers))
+    return out
+
+
+def citation_support(
+    text: str, hits: list[Hit], min_overlap: float = CITATION_MIN_OVERLAP
+) -> dict[str, list[dict[str, Any]]]:
+    """Which passages an answer cites with support: ``cited`` (the sentence citing ``[n]``
+    shares at least ``min_overlap`` of its content words with passage n), ``unsupported``
+    (cited, but the passage does not hold the sentence's words) and ``uncited`` (given, not
+    cited). When the answer has no usable marker at all, each sentence is credited to the
+    passage that holds most of its words, if that passage holds ``min_overlap`` of them
+    (``by: "overlap"`` instead of ``"model"``)."""
+    cited: dict[int, dict[str, Any]] = {}
+    unsupported: dict[int, dict[str, Any]] = {}
+    sentences = _citing_sentences(text)
+    marked = any(1 <= n <= len(hits) for _, numbers in sentences for n in numbers)
+    for sentence, numbers in sentences:
+        if not marked:
+            scores = [(support_overlap(sentence, h.text), n) for n, h in enumerate(hits, 1)]
+            best, n = max(scores, default=(0.0, 0))
+            if n and best >= min_overlap:
+                numbers = [n]
+        for n in dict.fromkeys(numbers):
+            if not 1 <= n <= len(hits):
+                continue
+            hit = hits[n - 1]
+            overlap = round(support_overlap(sentence, hit.text), 3)
+            entry = {
+                "n": n,
+                "id": hit.id,
+                "source": hit.source,
+                "chunk": hit.index,
+                "overlap": overlap,
+                "by": "model" if marked else "overlap",
+            }
+            if overlap >= min_overlap:
+                if overlap > cited.get(n, {}).get("overlap", -1.0):
+                    cited[n] = entry
+            elif n not in cited:
+                unsupported.setdefault(n, {**entry, "sentence": sentence})
+    unsupported = {n: e for n, e in unsupported.items() if n not in cited}
+    uncited = [
+        {"n": n, "id": h.id, "source": h.source, "chunk": h.index}
+        for n, h in enumerate(hits, start=1)
+        if n not in cited and n not in unsupported
+    ]
+    return {
+        "cited": [cited[n] for n in sorted(cited)],
+        "unsupported": [unsupported[n] for n in sorted(unsupported)],
+        "uncited": uncited,
+    }
+
+
+def _not_found(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {
+        **record,
+        "status": "no_context",
+        "reason": reason,
+        "answer": NOT_FOUND,
+        "raw_answer": "",
+        "citations": [],
+        "cited": [],
+        "unsupported": [],
+        "uncited": [
+            {"n": c["n"], "id": c["id"], "source": c["source"], "chunk": c["chunk"]}
+            for c in record["context"]
+        ],
+        "cited_by_model": False,
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+    }
+
+
 def answer_question(
     question: str,
     retriever: Retriever,
@@ -61,28 +217,37 @@ def answer_question(
     k: int = 4,
     method: Method = "hybrid",
     backend: Any = None,
+    min_score: float | None = RAG_MIN_SCORE,
+    min_overlap: float = CITATION_MIN_OVERLAP,
 ) -> dict[str, Any]:
-    """The answer record: ``answer`` (with a ``Sources:`` list), ``citations`` (each
-    ``{n, id: "source#chunk", source, chunk, heading, score, text}``), ``cited_by_model``
-    (whether the model wrote the [n] markers itself), ``context``, ``usage`` and ``status``."""
+    """The answer record: ``answer`` (with a ``Sources:`` list), ``citations`` (the passages
+    that support the answer, each ``{n, id: "source#chunk", source, chunk, heading, score,
+    text, overlap, by}``), ``cited`` / ``unsupported`` / ``uncited`` (which passages the answer
+    cites with support, cites without support, or leaves out; see ``citation_support``),
+    ``cited_by_model`` (the model's own ``[n]`` markers point at supporting passages),
+    ``relevance`` (the question's cosine to the closest chunk, and the threshold),
+    ``context``, ``usage`` and ``status``.
+
+    Below ``min_score`` (None or 0: no threshold) the answer is ``NOT_FOUND`` without asking
+    the model (``status: no_context``)."""
     from lokal.llm.decide import generate_ai_message
 
     hits = retriever.search(question, k=k, method=method)
+    best = retriever.best_cosine(question) if hits else 0.0
     record: dict[str, Any] = {
         "question": question,
         "method": method,
+        "relevance": {"best_cosine": round(best, 4), "min_score": min_score or 0.0},
         "context": [_citation(n, h) for n, h in enumerate(hits, start=1)],
     }
     if not hits:
-        return {
-            **record,
-            "status": "no_context",
-            "answer": NOT_FOUND,
-            "raw_answer": "",
-            "citations": [],
-            "cited_by_model": False,
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-        }
+        return _not_found(record, "nothing was retrieved")
+    if min_score and best < min_score:
+        reason = (
+            f"the closest passage has cosine similarity {best:.3f} to the question, "
+            f"below the threshold {min_score}: the documents do not cover it"
+        )
+        return _not_found(record, reason)
     # an answer from passages is prose with [n] markers, not a tool decision: free decoding
     prose = (
         profile.with_tool_calling(mode="prompt_json")
@@ -95,23 +260,32 @@ def answer_question(
     text = (result["ai_message"] or {}).get("content") or "" if result["ai_message"] else ""
     if result["status"] != "success":
         text = ""
-    numbers = sorted({int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(hits)})
-    cited_by_model = bool(numbers)
-    if NOT_FOUND.lower().rstrip(".") in text.lower() and not numbers:
-        citations: list[dict[str, Any]] = []
+    says_not_found = NOT_FOUND.lower().rstrip(".") in text.lower()
+    if says_not_found or not text.strip():
+        support = citation_support("", hits, min_overlap)
     else:
-        # a model that cites nothing is shown the passages it was given, marked as such
-        numbers = numbers or list(range(1, len(hits) + 1))
-        citations = [record["context"][n - 1] for n in numbers]
-    sources = "\n".join(f"[{c['n']}] {c['id']}" for c in citations)
-    shown = (text.strip() or NOT_FOUND) + (f"\n\nSources:\n{sources}" if sources else "")
+        support = citation_support(text, hits, min_overlap)
+    by_n = {c["n"]: c for c in support["cited"]}
+    citations = [
+        {**record["context"][n - 1], "overlap": c["overlap"], "by": c["by"]}
+        for n, c in by_n.items()
+    ]
+    lines = [f"[{c['n']}] {c['id']}" for c in citations]
+    shown = text.strip() or NOT_FOUND
+    if lines:
+        shown += "\n\nSources:\n" + "\n".join(lines)
+    if support["unsupported"]:
+        shown += "\n\nCited, but the passage does not support it: " + ", ".join(
+            f"[{c['n']}] {c['id']}" for c in support["unsupported"]
+        )
     return {
         **record,
         "status": result["status"],
         "answer": shown,
         "raw_answer": text,
         "citations": citations,
-        "cited_by_model": cited_by_model,
+        **support,
+        "cited_by_model": any(c["by"] == "model" for c in support["cited"]),
         "usage": result["usage"],
         "latency_ms": result["latency_ms"],
         "error": result["error"],

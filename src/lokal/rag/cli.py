@@ -5,9 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from lokal.cli import add_model_arguments, subcommand
-from lokal.errors import LokalError
+from lokal.cli import (
+    EXIT_ANSWERED,
+    EXIT_NO_ANSWER,
+    add_model_arguments,
+    require_text,
+    subcommand,
+)
+from lokal.errors import ConfigError, LokalError
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +53,15 @@ def _rag_arguments(parser: argparse.ArgumentParser) -> None:
     ask.add_argument("--k", type=int, default=4)
     ask.add_argument("--method", choices=["vector", "bm25", "hybrid"], default="hybrid")
     ask.add_argument("--json", action="store_true")
+    ask.add_argument("--quiet", action="store_true", help="no live progress on stderr")
+    ask.add_argument(
+        "--min_score",
+        type=float,
+        default=None,
+        help="answer 'not in the documents' without asking the model when the question's "
+        "cosine to the closest chunk is below this (default: the value calibrated for "
+        "all-MiniLM-L6-v2, see docs/rag.md; 0 turns it off)",
+    )
     add_model_arguments(ask)
     search = sub.add_parser("search", help="the best chunks for a query")
     search.add_argument("query")
@@ -62,10 +78,44 @@ def _rag_arguments(parser: argparse.ArgumentParser) -> None:
         add_store_arguments(p)
 
 
+def check_rag_inputs(args: argparse.Namespace) -> None:
+    """A ConfigError (exit 2, one line) before any index or model is opened: a path to
+    index that does not exist, an empty question or query, k below 1, an unknown profile."""
+    if args.rag_command == "index":
+        if not Path(args.path).expanduser().exists():
+            raise ConfigError(f"no such file or folder: {args.path!r}")
+    elif args.rag_command in ("ask", "search"):
+        what = "question" if args.rag_command == "ask" else "query"
+        setattr(args, what, require_text(getattr(args, what), f"the {what}"))
+        if args.k < 1:
+            raise ConfigError(f"--k must be at least 1, got {args.k}")
+    if args.rag_command == "eval":
+        if not Path(args.questions).is_file():
+            raise ConfigError(f"--questions {args.questions!r}: no such file")
+        if not Path(args.docs).exists():
+            raise ConfigError(f"--docs {args.docs!r}: no such file or folder")
+    if args.rag_command == "ask":
+        from lokal.config import load_profile
+
+        load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
+
+
+def rag_exit_code(record: dict) -> int:
+    """0 when the model answered from the documents, 1 when ``rag ask`` could not answer:
+    no passages, an unusable reply, or a reply that the documents do not hold the answer."""
+    answered = (
+        record.get("status") == "success"
+        and bool((record.get("raw_answer") or "").strip())
+        and bool(record.get("citations"))
+    )
+    return EXIT_ANSWERED if answered else EXIT_NO_ANSWER
+
+
 @subcommand("rag", "documents: index, ask, search, stats, eval", _rag_arguments)
 def rag_command(args: argparse.Namespace) -> int:
     from lokal.rag.retrieval import Retriever
 
+    check_rag_inputs(args)  # before any index or model is opened
     store, embedder = open_from_args(args)
     try:
         if args.rag_command == "index":
@@ -110,16 +160,25 @@ def rag_command(args: argparse.Namespace) -> int:
                     print(f"{row['score']:.4f}  {row['source']}#{row['chunk']}  {text}")
             return 0
         from lokal.config import announce, load_profile
-        from lokal.rag.answer import answer_question
+        from lokal.live import working
+        from lokal.rag.answer import answer_question, default_min_score
 
         profile = load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
         announce(profile)
-        record = answer_question(args.question, retriever, profile, k=args.k, method=args.method)
+        with working("answering", quiet=args.quiet):
+            record = answer_question(
+                args.question,
+                retriever,
+                profile,
+                k=args.k,
+                method=args.method,
+                min_score=default_min_score(embedder) if args.min_score is None else args.min_score,
+            )
         if args.json:
             print(json.dumps(record, ensure_ascii=False, indent=2))
         else:
             print(record["answer"])
-        return 0 if record["status"] in ("success", "no_context") else 1
+        return rag_exit_code(record)
     finally:
         store.close()
         embedder.close()

@@ -102,6 +102,10 @@ SUPPORTED = tuple(LOADERS)
 def load_file(path: str | Path, root: str | Path | None = None) -> Document:
     """One file as a Document; ``source`` is the path relative to ``root`` if given."""
     path = Path(path)
+    if not path.exists():  # before the type: /no/such/dir is missing, not of type '(none)'
+        raise LokalError(f"no such file or folder: {str(path)!r}")
+    if path.is_dir():
+        raise LokalError(f"{str(path)!r} is a folder; index it with load_directory")
     loader = LOADERS.get(path.suffix.lower())
     if loader is None:
         raise UnsupportedFileType(
@@ -109,7 +113,7 @@ def load_file(path: str | Path, root: str | Path | None = None) -> Document:
             f"supported: {', '.join(SUPPORTED)}"
         )
     if not path.is_file():
-        raise LokalError(f"file {str(path)!r} not found")
+        raise LokalError(f"{str(path)!r} is not a regular file")
     source = str(path.relative_to(root)) if root is not None else str(path)
     return Document(source=source, text=loader(path), metadata={"type": path.suffix.lower()[1:]})
 

@@ -4,7 +4,8 @@ both lists fused by reciprocal rank fusion (score = sum of 1 / (60 + rank))."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -12,7 +13,7 @@ import numpy as np
 from lokal.rag.embeddings import Embedder
 from lokal.rag.stores import Hit, VectorStore
 
-__all__ = ["BM25Index", "Retriever", "rrf"]
+__all__ = ["BM25Index", "LazyRetriever", "Retriever", "rrf"]
 
 RRF_K = 60
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -100,6 +101,15 @@ class Retriever:
 
         return [h for h in hits if ok(h)]
 
+    def best_cosine(self, query: str, where: dict[str, Any] | None = None) -> float:
+        """The cosine similarity of ``query`` to its closest chunk (0.0 for an empty store).
+
+        This, not a hybrid score, is what a relevance threshold can use: the fused score
+        ``sum 1/(60 + rank)`` only says how a chunk ranks among the others, and the best
+        chunk of any store gets about the same fused score for any question."""
+        hits = self.store.query(self.embedder.embed([query])[0], k=1, where=where)
+        return float(hits[0].score) if hits else 0.0
+
     def search(
         self,
         query: str,
@@ -121,6 +131,37 @@ class Retriever:
         sparse = self._filter([h for h, _ in self.bm25().search(query, n * 2)], where)[:n]
         fused = rrf([dense, sparse], key=lambda h: h.id)
         return [_scored(hit, score) for hit, score in fused[:k]]
+
+
+class LazyRetriever:
+    """A Retriever opened on first use: ``opener()`` (e.g. ``open_rag``: the store and the
+    embedder) runs when a search is first asked for, so an agent that has a document tool but
+    never calls it opens nothing and loads no embedding model."""
+
+    def __init__(
+        self, opener: Callable[[], tuple[VectorStore, Embedder]], candidates: int = 20
+    ) -> None:
+        self._opener = opener
+        self._candidates = candidates
+        self._retriever: Retriever | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def opened(self) -> bool:
+        return self._retriever is not None
+
+    def retriever(self) -> Retriever:
+        with self._lock:
+            if self._retriever is None:
+                store, embedder = self._opener()
+                self._retriever = Retriever(store, embedder, self._candidates)
+            return self._retriever
+
+    def search(self, query: str, k: int = 5, method: Method = "hybrid", where=None) -> list[Hit]:
+        return self.retriever().search(query, k=k, method=method, where=where)
+
+    def best_cosine(self, query: str, where: dict[str, Any] | None = None) -> float:
+        return self.retriever().best_cosine(query, where=where)
 
 
 def _scored(hit: Hit, score: float) -> Hit:

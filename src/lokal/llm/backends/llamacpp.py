@@ -26,6 +26,7 @@ from lokal.llm.grammar import PROPERTY_ORDER, schema_key
 from lokal.llm.prompts import fallback_tools_system
 from lokal.llm.quality import MAX_LOOP_PERIOD, MIN_LOOP_REPEATS, MIN_LOOP_TOKENS, loop_period
 from lokal.models import resolve_model_path
+from lokal.progress import report
 
 __all__ = ["LlamaCppBackend"]
 
@@ -193,6 +194,7 @@ class LlamaCppBackend:
                     f"the context of {self.llm.n_ctx()}; raise n_ctx or shorten the conversation"
                 )
             loop = _LoopStop(len(tokens))
+            report(phase="generating")
             try:
                 output = self.llm.create_completion(
                     prompt,
@@ -234,6 +236,7 @@ class LlamaCppBackend:
             return []
         text = self._prompt_text(request)
         llm = self.llm
+        report(phase="scoring")
         with self._lock:
             base = llm.tokenize(text.encode("utf-8"), special=True)
             full = [llm.tokenize((text + c).encode("utf-8"), special=True) for c in continuations]
@@ -314,6 +317,7 @@ class _LoopStop:
         self.period: int | None = None
 
     def __call__(self, input_ids: np.ndarray, logits: np.ndarray) -> bool:
+        report(tokens=1)  # called once per generated token: the live progress counts them
         generated = input_ids[self.start :]
         if len(generated) < MIN_LOOP_TOKENS:
             return False

@@ -19,6 +19,7 @@ from typing import Any
 from lokal.config import Profile
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.messages import read_tool_result
+from lokal.progress import report
 
 FIRST_TURN_CALLS = [
     {"name": "file_reader", "args": {"path": "docs/agent_intro.txt", "max_chars": 2000}},
@@ -87,10 +88,12 @@ class MockBackend:
         offered = {(tool.get("function") or tool).get("name") for tool in request.tools or []}
         text = self._reply(request, offered)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        tokens = max(1, len(text) // 4)
+        report(tokens=tokens)
         return Completion(
             text=text,
             prompt_tokens=prompt_chars // 4,
-            completion_tokens=max(1, len(text) // 4),
+            completion_tokens=tokens,
             finish_reason="stop",
         )
 

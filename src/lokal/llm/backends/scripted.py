@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from lokal.llm.backends import Completion, GenerationRequest
+from lokal.progress import report
 
 Reply = str | Completion | Callable[[GenerationRequest], "str | Completion"]
 Scorer = Callable[[str, str], float]
@@ -82,9 +83,11 @@ class ScriptedBackend:
         if isinstance(reply, Completion):
             return reply
         prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        tokens = max(1, len(reply) // 4)
+        report(tokens=tokens)  # as a real backend reports its tokens to the live progress
         return Completion(
             text=reply,
             prompt_tokens=prompt_chars // 4,
-            completion_tokens=max(1, len(reply) // 4),
+            completion_tokens=tokens,
             finish_reason="stop",
         )

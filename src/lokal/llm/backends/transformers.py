@@ -19,6 +19,7 @@ from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.grammar import schema_key
 from lokal.llm.prompts import fallback_tools_system
 from lokal.models import resolve_model_path
+from lokal.progress import report
 
 __all__ = ["TransformersBackend"]
 
@@ -157,6 +158,7 @@ class TransformersBackend:
             kwargs["stop_strings"] = list(s.stop)
             kwargs["tokenizer"] = self.tokenizer
         kwargs["pad_token_id"] = self.tokenizer.pad_token_id or self.tokenizer.eos_token_id
+        kwargs["streamer"] = _TokenReporter()
         with self._lock:
             if not s.greedy:
                 torch.manual_seed(s.seed)
@@ -176,3 +178,20 @@ class TransformersBackend:
             completion_tokens=len(new_tokens),
             finish_reason=finish,
         )
+
+
+class _TokenReporter:
+    """A transformers streamer that reports each generated token to the live progress (the
+    first ``put`` is the prompt)."""
+
+    def __init__(self) -> None:
+        self.prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self.prompt_seen:
+            self.prompt_seen = True
+            return
+        report(tokens=int(value.numel()))
+
+    def end(self) -> None:
+        pass
