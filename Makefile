@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lokal-installed
 
-.PHONY: run test lint install clean
+.PHONY: run test test-fast lint install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The unit tests only: no bundled model, no llama.cpp or Chroma server, nothing slow (markers
+# in pyproject.toml). One BLAS thread: the MiniLM embeddings of a few tests run several times
+# slower with two threads when the CPUs are busy.
+test-fast: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not model and not server and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

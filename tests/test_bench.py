@@ -66,6 +66,7 @@ def test_case_files_are_complete():
         assert {"tool_calls", "no_tool", "content_contains"} & set(expect), case["id"]
 
 
+@pytest.mark.slow
 def test_mock_bench_over_all_cases_writes_the_reports(tmp_path, capsys):
     outdir = tmp_path / "bench"
     code = main(
@@ -135,6 +136,7 @@ def _assert_valid_html(page: str) -> None:
     assert checker.stack == []
 
 
+@pytest.mark.slow
 def test_mock_bench_does_not_depend_on_concurrency():
     profile = load_profile(MODEL_CONFIG)
     cases = load_cases(CASES_DIR)
@@ -237,6 +239,8 @@ def test_percentile_and_bad_case_dirs(tmp_path):
         load_cases(tmp_path)
 
 
+@pytest.mark.model
+@pytest.mark.server
 def test_bench_against_a_real_llama_cpp_server_with_concurrency(tmp_path):
     from lokal.models import resolve_model_path
     from servers import llama_cpp_server

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from helpers import MODEL_CONFIG
 from lokal.bench.bfcl import PIPELINES
 from lokal.bench.bfcl_data import AST_CATEGORIES
 from lokal.cli import main
+
+pytestmark = pytest.mark.model
 
 FIELDS = (
     "id", "category", "pipeline", "decoded", "raw_text", "valid", "correct", "latency_ms",

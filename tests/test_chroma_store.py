@@ -17,6 +17,8 @@ from lokal.rag.chunking import Chunk
 from lokal.rag.stores.chroma import ChromaStore
 from servers import free_port, run_server
 
+pytestmark = pytest.mark.server
+
 CHROMA = str(Path(sys.executable).parent / "chroma")
 
 

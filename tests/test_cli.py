@@ -24,6 +24,7 @@ def test_lokal_sandbox_prints_one_json_object(tmp_path, capsys):
     assert {"status", "exit_code", "stdout", "stderr", "limit"} <= set(result)
 
 
+@pytest.mark.slow  # spins until the 1 s timeout
 def test_lokal_sandbox_reports_a_timeout(tmp_path, capsys):
     script = tmp_path / "loop.py"
     script.write_text("while True:\n    pass\n", encoding="utf-8")
@@ -46,6 +47,7 @@ def test_missing_workspace_is_a_clear_cli_error(capsys, workspace):
     assert "workspace" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_lokal_run_exit_codes(capsys, tmp_path):
     """0 when the model answered (the mock answers after its tool turn), 1 when the time
     budget ran out first, and the codes are listed in --help."""

@@ -107,6 +107,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quiet", [False, True])
 def test_run_json_keeps_stdout_clean_and_reports_the_model_load(quiet, tmp_path):
     trace = tmp_path / "trace.jsonl"

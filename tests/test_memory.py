@@ -84,6 +84,7 @@ def test_continuing_a_conversation_gives_its_earlier_messages_as_history(home):
     assert len(memory.store.runs("chat")) == 2
 
 
+@pytest.mark.slow
 def test_remember_tool_stores_a_note_that_a_later_run_selects(home, tmp_path):
     memory_dir = tmp_path / "memdir"
     memory_dir.mkdir()

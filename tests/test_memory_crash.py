@@ -13,8 +13,12 @@ import sys
 import threading
 import time
 
+import pytest
+
 from helpers import MODEL_CONFIG, REPO
 from lokal.memory import ConversationStore
+
+pytestmark = pytest.mark.slow  # real processes, killed and racing; seconds each
 
 SCRIPT = r"""
 import json, sys, time, pathlib

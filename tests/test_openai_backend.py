@@ -43,6 +43,8 @@ def server_profile(tmp_path, base_url, **model):
     return path
 
 
+@pytest.mark.model
+@pytest.mark.server
 def test_text_mode_decision_against_the_live_server(tmp_path, server_url):
     config = server_profile(tmp_path, server_url)
     messages = load_json(DATA / "messages" / "messages_with_tool.json")
@@ -54,6 +56,8 @@ def test_text_mode_decision_against_the_live_server(tmp_path, server_url):
     assert result["status"] in ("success", "error")
 
 
+@pytest.mark.model
+@pytest.mark.server
 def test_native_mode_falls_back_to_the_parser_when_the_call_is_left_in_content(
     tmp_path, server_url
 ):
@@ -70,6 +74,8 @@ def test_native_mode_falls_back_to_the_parser_when_the_call_is_left_in_content(
         assert result["error"]["message"]
 
 
+@pytest.mark.model
+@pytest.mark.server
 def test_constrained_mode_through_response_format_gives_valid_replies(tmp_path, server_url):
     config = server_profile(tmp_path, server_url, response_format="json_object")
     # bounds that fit a reply in 160 tokens: a reply cut off at the limit is not valid
@@ -141,6 +147,7 @@ class FlakyHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_retries_with_backoff_on_503_and_429_then_reads_native_tool_calls(tmp_path):
     FlakyHandler.seen = []
     port = free_port()

@@ -98,6 +98,7 @@ def read_back(text: str) -> list[dict]:
     return [{"name": c["name"], "args": c["args"]} for c in result.message["tool_calls"]]
 
 
+@pytest.mark.slow
 @FAST
 @given(calls=calls)
 def test_envelope_calls_read_back_as_written(calls):
@@ -105,6 +106,7 @@ def test_envelope_calls_read_back_as_written(calls):
     assert read_back(text) == calls
 
 
+@pytest.mark.slow
 @FAST
 @given(calls=calls, preamble=st.sampled_from(["", "Let me check.\n"]))
 def test_hermes_calls_read_back_as_written(calls, preamble):
@@ -118,6 +120,7 @@ def test_hermes_calls_read_back_as_written(calls, preamble):
 identifiers = names.filter(lambda name: not keyword.iskeyword(name))
 
 
+@pytest.mark.slow
 @FAST
 @given(
     calls=st.lists(

@@ -30,6 +30,7 @@ def retriever(tmp_path_factory):
     return Retriever(store, embedder)
 
 
+@pytest.mark.slow
 def test_answer_record_maps_citations_to_chunks(retriever):
     backend = ScriptedBackend(["WAL lets readers continue while one writer works [1]."])
     record = answer_question(
@@ -43,6 +44,7 @@ def test_answer_record_maps_citations_to_chunks(retriever):
     assert record["answer"].endswith(f"Sources:\n[1] {citation['id']}")
 
 
+@pytest.mark.slow
 def test_an_answer_outside_the_documents_has_no_citations(retriever):
     backend = ScriptedBackend([NOT_FOUND])
     record = answer_question(
@@ -51,6 +53,7 @@ def test_an_answer_outside_the_documents_has_no_citations(retriever):
     assert record["citations"] == [] and record["answer"] == NOT_FOUND
 
 
+@pytest.mark.model
 def test_rag_ask_on_the_bundled_model_cites_this_repository(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOKAL_HOME", str(tmp_path / "home"))
     docs = tmp_path / "docs"
@@ -81,6 +84,7 @@ def test_rag_ask_on_the_bundled_model_cites_this_repository(tmp_path, monkeypatc
     assert ("Sources:\n[" in record["answer"]) == bool(record["citations"])
 
 
+@pytest.mark.slow
 def test_knowledge_search_tool_in_an_agent_run(retriever):
     registry = ToolRegistry([knowledge_search_tool(retriever)])
     backend = ScriptedBackend(
@@ -100,6 +104,7 @@ def test_knowledge_search_tool_in_an_agent_run(retriever):
     assert "knowledge_search" in json.dumps(backend.requests[0].messages)
 
 
+@pytest.mark.slow
 def test_lokal_run_wires_memory_knowledge_search_and_the_conversation(
     tmp_path, monkeypatch, retriever
 ):

@@ -79,6 +79,7 @@ def test_rrf_rewards_items_ranked_well_by_both_lists():
     assert fused[0][1] == pytest.approx(1 / 61 + 1 / 62)
 
 
+@pytest.mark.slow
 def test_index_is_incremental_and_embeddings_are_cached(tmp_path):
     docs = tmp_path / "docs"
     shutil.copytree(DATA / "docs", docs)
@@ -105,6 +106,7 @@ def test_index_is_incremental_and_embeddings_are_cached(tmp_path):
     assert "hardware.csv" not in store.sources()
 
 
+@pytest.mark.slow
 def test_hybrid_finds_both_keyword_and_paraphrase_matches(tmp_path, shared_embedder):
     store = SqliteVecStore(tmp_path / "index.db")
     embedder = shared_embedder
@@ -118,6 +120,7 @@ def test_hybrid_finds_both_keyword_and_paraphrase_matches(tmp_path, shared_embed
     assert filtered and {h.source for h in filtered} == {"embeddings.html"}
 
 
+@pytest.mark.slow
 def test_retrieval_eval_reports_hit_at_k_and_mrr(shared_embedder):
     embedder = shared_embedder
     results = evaluate(DATA / "rag_eval" / "questions.json", DATA / "docs", embedder)
@@ -128,6 +131,7 @@ def test_retrieval_eval_reports_hit_at_k_and_mrr(shared_embedder):
         assert row["hit@5"] >= 0.8  # the set is answerable: a regression guard
 
 
+@pytest.mark.slow
 def test_rag_cli_index_search_json_and_stats(tmp_path, capsys):
     docs = tmp_path / "docs"
     docs.mkdir()

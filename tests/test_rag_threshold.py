@@ -58,6 +58,7 @@ def ask(question, retriever, replies):
     return record, backend
 
 
+@pytest.mark.slow
 def test_a_question_the_documents_do_not_cover_is_answered_without_the_model(retriever):
     record, backend = ask(OUTSIDE, retriever, ["France won it [1]."])
     assert backend.requests == []  # the model was not asked
@@ -68,6 +69,7 @@ def test_a_question_the_documents_do_not_cover_is_answered_without_the_model(ret
     assert "below the threshold" in record["reason"]
 
 
+@pytest.mark.slow
 def test_the_threshold_keeps_every_labelled_answerable_question(retriever):
     """The calibration docs/rag.md reports: all answerable questions of the labelled set pass,
     all off-topic unanswerable ones do not."""
@@ -83,6 +85,7 @@ def test_the_threshold_keeps_every_labelled_answerable_question(retriever):
     assert rejected >= 18
 
 
+@pytest.mark.slow
 def test_an_echoed_marker_is_not_a_citation(retriever):
     record, backend = ask(WAL, retriever, ["The capital of France is Paris [1]."])
     assert len(backend.requests) == 1 and record["status"] == "success"
@@ -94,6 +97,7 @@ def test_an_echoed_marker_is_not_a_citation(retriever):
     assert "Cited, but the passage does not support it: [1]" in record["answer"]
 
 
+@pytest.mark.slow
 def test_a_supported_citation_counts(retriever):
     record, _ = ask(WAL, retriever, [WAL_ANSWER])
     (cited,) = record["cited"]
@@ -133,6 +137,7 @@ def test_citation_support_reads_sentences_and_their_markers():
     assert support_overlap("quantized", "quantization") == 1.0
 
 
+@pytest.mark.slow
 def test_rag_ask_json_says_which_chunks_were_cited(index, monkeypatch, capsys):
     from lokal.llm import decide
 

@@ -3,8 +3,13 @@ consistent (what the 135M model answers is not asserted)."""
 
 import json
 
+import pytest
+
 from helpers import DATA, MODEL_CONFIG
 from lokal.cli import main
+from lokal.trace import read_trace
+
+pytestmark = pytest.mark.model
 
 
 def test_lokal_run_on_the_bundled_model_writes_a_complete_trace(tmp_path, capsys):
@@ -33,7 +38,7 @@ def test_lokal_run_on_the_bundled_model_writes_a_complete_trace(tmp_path, capsys
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[-1]["answer"] == out["answer"] and events[-1]["status"] == out["status"]
 
-    decisions = [e for e in events if e["type"] == "decision"]
+    decisions = [e for e in read_trace(trace_path) if e["type"] == "decision"]
     assert decisions, "at least one decision"
     for decision in decisions:
         assert decision["prompt"][0]["role"] == "system"

@@ -13,6 +13,7 @@ from lokal.skills.agent_skills import SkillLibrary, skill_tools
 from lokal.skills.builtin import register_builtin_tools
 from lokal.skills.workspace import Workspace
 from lokal.tools.registry import ToolRegistry, tool
+from lokal.trace import read_trace
 
 WORKSPACE = DATA / "workspace"
 
@@ -242,7 +243,7 @@ def test_trace_file_holds_every_event(profile, registry, tmp_path):
     trace.close()
     lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
     assert [e["seq"] for e in lines] == [e["seq"] for e in result.events]
-    decision = next(e for e in lines if e["type"] == "decision")
+    decision = next(e for e in read_trace(tmp_path / "trace.jsonl") if e["type"] == "decision")
     assert decision["prompt"][0]["role"] == "system" and decision["raw_text"]
 
 

@@ -260,6 +260,7 @@ def test_fork_bomb_is_contained(mode: str) -> None:
     assert again.status == "ok" and again.stdout == "still fine\n"
 
 
+@pytest.mark.slow  # spins until the 1 s timeout
 @pytest.mark.parametrize("mode", MODES)
 def test_infinite_loop_times_out(mode: str) -> None:
     result = run_sandboxed("while True:\n    pass\n", mode=mode, timeout=1)
@@ -267,6 +268,7 @@ def test_infinite_loop_times_out(mode: str) -> None:
     assert result.exit_code != 0
 
 
+@pytest.mark.slow  # spins until the 1 s CPU limit
 @pytest.mark.parametrize("mode", MODES)
 def test_cpu_limit(mode: str) -> None:
     result = run_sandboxed("while True:\n    pass\n", mode=mode, timeout=20, cpu_seconds=1)
@@ -320,6 +322,7 @@ def test_sandbox_main_prints_one_json(tmp_path: Path, capsys: pytest.CaptureFixt
     assert data["stderr"] == ""
 
 
+@pytest.mark.slow  # spins until the 1 s timeout
 def test_sandbox_main_timeout_and_missing_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

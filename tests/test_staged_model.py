@@ -19,6 +19,8 @@ from lokal.llm.decide import generate_ai_message
 from lokal.messages import validate_ai_message
 from lokal.schema import normalize_tools_schema
 
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def profile():

@@ -16,6 +16,7 @@ def hf_profile():
     return load_profile(MODEL_CONFIG, "smollm2-135m-hf")
 
 
+@pytest.mark.model
 def test_transformers_decision_on_the_bundled_model(hf_profile):
     messages = load_json(DATA / "messages" / "messages_with_tool.json")
     result = generate_ai_message(hf_profile, messages, basic_tools())
@@ -25,6 +26,7 @@ def test_transformers_decision_on_the_bundled_model(hf_profile):
     assert result["status"] in ("success", "error")
 
 
+@pytest.mark.model
 def test_transformers_constrained_reply_is_valid(hf_profile):
     profile = hf_profile.with_tool_calling(mode="constrained")
     messages = load_json(DATA / "messages" / "messages_multi_tool.json")
@@ -35,6 +37,7 @@ def test_transformers_constrained_reply_is_valid(hf_profile):
         Draft202012Validator(tools[call["name"]]["parameters"]).validate(call["args"])
 
 
+@pytest.mark.model
 def test_max_input_tokens_drops_oldest_turns_but_keeps_system_and_last_question(hf_profile):
     backend = get_backend(hf_profile)
     call = {"id": "call_001", "name": "calculator", "args": {"expression": "1+1"}}
@@ -64,6 +67,7 @@ def test_max_input_tokens_drops_oldest_turns_but_keeps_system_and_last_question(
     assert backend.count_prompt_tokens(prompt, None) <= hf_profile.model.max_input_tokens
 
 
+@pytest.mark.slow  # imports torch and transformers
 def test_missing_local_model_directory_is_a_clear_error():
     profile = load_profile(MODEL_CONFIG, "qwen-4b")
     with pytest.raises(ConfigError, match="not found"):

@@ -20,7 +20,10 @@ parallel through the registry, and appends the AIMessage and the ToolMessages. G
 even the forced answer fails, the answer says so and lists the results in hand.
 
 Every step is an event (``run_start``, ``decision``, ``tool_start``, ``tool_end``, ``guard``,
-``final``) that a CLI, a log file (``JsonlTrace``) or a web page can subscribe to.
+``final``) that a CLI, a log file (``JsonlTrace``) or a web page can subscribe to. A
+``decision`` gives its prompt by content hash, with only the messages new in the run
+(``prompt_ref``, ``prompt_messages``), so a trace grows linearly with the run:
+``lokal.trace.read_trace`` / ``expand_events`` give the full ``prompt`` back.
 
 A history given to ``run`` is first made a valid conversation (``repair_conversation``: a call
 without a result gets an error result saying it was not run); ``run_start`` lists the repairs
@@ -46,6 +49,7 @@ from lokal.llm.decide import generate_ai_message
 from lokal.llm.prompts import REPEAT_NOTE
 from lokal.messages import call_id, make_tool_message, read_tool_result, repair_conversation
 from lokal.tools.registry import ToolRegistry
+from lokal.trace import PromptEncoder
 
 __all__ = [
     "Agent",
@@ -204,6 +208,7 @@ class _Run:
         self.budget_started: float | None = None  # set at the first decision
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.calls_seen: Counter[str] = Counter()
+        self.prompts = PromptEncoder()  # decision events give prompts by content hash
         self.tools_schema = agent.registry.schemas("openai")
         system = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
         # the history as a valid conversation (a call without its result would leave the
@@ -272,10 +277,11 @@ class _Run:
             iteration=iteration,
             purpose=result["purpose"],
             status=result["status"],
-            prompt=result["prompt"],
+            # the prompt by reference: only what is new since the previous decision
+            **self.prompts.prompt(result["prompt"]),
             raw_text=result["raw_text"],
             parse=result["parse"],
-            attempts=result["attempts"],
+            attempts=self.prompts.attempts(result["attempts"]),
             usage=result["usage"],
             latency_ms=result["latency_ms"],
             ai_message=result["ai_message"],

@@ -25,6 +25,7 @@ from typing import Any
 
 from lokal.memory.db import connect
 from lokal.messages import repair_conversation
+from lokal.sqlite import transaction
 
 __all__ = ["ConversationRecorder", "ConversationStore", "History", "sanitize_history"]
 
@@ -43,15 +44,8 @@ class ConversationStore:
 
     def _write(self, action):
         """Run ``action(conn)`` in one IMMEDIATE transaction (waits on busy_timeout)."""
-        with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                value = action(self.conn)
-                self.conn.execute("COMMIT")
-                return value
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self.conn):
+            return action(self.conn)
 
     # -- writing ---------------------------------------------------------------------------
 

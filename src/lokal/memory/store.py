@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from lokal.memory.conversations import ConversationRecorder, ConversationStore
-from lokal.memory.db import lokal_home
+from lokal.paths import embedding_cache_path
+from lokal.paths import memory_dir as default_memory_dir
 
 __all__ = [
     "MODEL_WRITTEN",
@@ -59,7 +60,7 @@ class Memory:
         summarize: bool = False,
         min_score: float | None = NOTE_MIN_SCORE,
     ) -> None:
-        self.memory_dir = Path(memory_dir) if memory_dir else lokal_home() / "memory"
+        self.memory_dir = Path(memory_dir) if memory_dir else default_memory_dir()
         self.store = ConversationStore(db_path)
         self.conversation = conversation
         self.k = k
@@ -110,7 +111,7 @@ class Memory:
         if self._embedder is None:
             from lokal.rag.embeddings import CachedEmbedder, LocalEmbedder
 
-            self._embedder = CachedEmbedder(LocalEmbedder(), lokal_home() / "embedding_cache.db")
+            self._embedder = CachedEmbedder(LocalEmbedder(), embedding_cache_path())
         return self._embedder
 
     def select(

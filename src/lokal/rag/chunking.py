@@ -23,29 +23,16 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+from lokal.models import embedding_model_path
+from lokal.rag.types import Chunk
 
 __all__ = ["Chunk", "Tokenizer", "chunk_text", "default_tokenizer", "split_sections"]
 
 DEFAULT_MAX_TOKENS = 200
 DEFAULT_OVERLAP = 40
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-
-
-@dataclass
-class Chunk:
-    source: str
-    index: int
-    text: str
-    start: int
-    end: int
-    heading: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        return f"{self.source}#{self.index}"
 
 
 class Tokenizer:
@@ -72,9 +59,7 @@ def default_tokenizer() -> Tokenizer:
     """all-MiniLM-L6-v2's WordPiece tokenizer, from the installed model package."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    from lokal.rag.embeddings import minilm_path
-
-    backend = HFTokenizer.from_file(str(minilm_path() / "tokenizer.json"))
+    backend = HFTokenizer.from_file(str(embedding_model_path() / "tokenizer.json"))
     backend.no_truncation()
     backend.no_padding()
     return Tokenizer(backend)

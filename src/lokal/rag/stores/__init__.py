@@ -7,42 +7,16 @@ metadata filters), ``chunks``, ``sources``, ``count``, ``persist``, ``close``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from lokal.rag.chunking import Chunk
+from lokal.errors import LokalError
+from lokal.paths import index_path
+from lokal.rag.types import Chunk, Hit
 
 __all__ = ["Hit", "VectorStore", "default_store_path", "open_store"]
-
-
-@dataclass
-class Hit:
-    """One retrieved chunk; ``score`` is cosine similarity (vector) or the fused score."""
-
-    source: str
-    index: int
-    text: str
-    score: float
-    heading: str = ""
-    start: int = 0
-    end: int = 0
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        return f"{self.source}#{self.index}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "text": self.text,
-            "score": round(float(self.score), 6),
-            "chunk": self.index,
-            "heading": self.heading,
-        }
 
 
 class VectorStore(Protocol):
@@ -68,9 +42,8 @@ class VectorStore(Protocol):
 
 
 def default_store_path() -> Path:
-    from lokal.memory.db import lokal_home
-
-    return lokal_home() / "rag" / "index.db"
+    """``$LOKAL_HOME/rag/index.db`` (``lokal.paths.index_path``)."""
+    return index_path()
 
 
 def open_store(
@@ -90,6 +63,4 @@ def open_store(
         from lokal.rag.stores.chroma import ChromaStore
 
         return ChromaStore(url or "http://127.0.0.1:8000", collection=collection)
-    from lokal.errors import LokalError
-
     raise LokalError(f"unknown store {kind!r}; use sqlite or chroma")

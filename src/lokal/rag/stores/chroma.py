@@ -9,8 +9,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from lokal.rag.chunking import Chunk
-from lokal.rag.stores import Hit
+from lokal.rag.types import Chunk, Hit
 
 __all__ = ["ChromaStore"]
 

@@ -1,7 +1,9 @@
 """The embedded store: one SQLite file with the sqlite-vec extension (``vec0`` table).
 
-Python's own ``sqlite3`` may be built without extension loading; ``pysqlite3`` (the
-``pysqlite3-binary`` wheel, a recent SQLite with it enabled) is used then.
+The file is opened by ``lokal.sqlite`` (WAL, busy timeout, recorded migrations; ``pysqlite3``
+when Python's own ``sqlite3`` cannot load extensions). Its schema: ``meta`` (the vector
+dimension), ``chunks``, ``sources`` and the ``vec_chunks`` virtual table; an index built
+before migrations were recorded opens as it is (``IF NOT EXISTS`` throughout).
 """
 
 from __future__ import annotations
@@ -15,26 +17,42 @@ from typing import Any
 import numpy as np
 
 from lokal.errors import LokalError
-from lokal.rag.chunking import Chunk
-from lokal.rag.stores import Hit
+from lokal.rag.types import Chunk, Hit
+from lokal.sqlite import Migration, connect, transaction
 
-__all__ = ["SqliteVecStore", "sqlite3_module"]
+__all__ = ["SqliteVecStore", "migrations"]
 
 _COLUMNS = {"source", "heading", "idx"}
 
 
-def sqlite3_module():
-    import sqlite3
+def migrations(dim: int) -> list[Migration]:
+    """The store's schema; ``dim`` is the vector size of a new file (a file keeps its own)."""
 
-    if hasattr(sqlite3.Connection, "enable_load_extension"):
-        return sqlite3
-    try:
-        import pysqlite3  # type: ignore[import-not-found]
-    except ImportError as exc:  # pragma: no cover - depends on the Python build
-        raise LokalError(
-            "this Python's sqlite3 cannot load extensions; pip install pysqlite3-binary"
-        ) from exc
-    return pysqlite3
+    def vectors(conn: Any) -> None:
+        row = conn.execute("SELECT value FROM meta WHERE key='dim'").fetchone()
+        if not row:
+            conn.execute("INSERT INTO meta VALUES ('dim', ?)", (str(dim),))
+        size = int(row[0]) if row else dim
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS vec_chunks USING vec0("
+            f"embedding float[{size}] distance_metric=cosine)"
+        )
+
+    return [
+        (
+            "001_chunks",
+            """
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+            CREATE TABLE IF NOT EXISTS chunks (
+                id INTEGER PRIMARY KEY, source TEXT NOT NULL, idx INTEGER NOT NULL,
+                text TEXT NOT NULL, heading TEXT, start INTEGER, end_ INTEGER, metadata TEXT,
+                UNIQUE (source, idx));
+            CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
+            CREATE TABLE IF NOT EXISTS sources (source TEXT PRIMARY KEY, hash TEXT, indexed REAL)
+            """,
+        ),
+        ("002_vec_chunks", vectors),
+    ]
 
 
 def _where_sql(where: dict[str, Any] | None) -> tuple[str, list[Any]]:
@@ -58,35 +76,9 @@ class SqliteVecStore:
         import sqlite_vec
 
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        sqlite3 = sqlite3_module()
-        self.conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
-        self.conn.enable_load_extension(True)
-        sqlite_vec.load(self.conn)
-        self.conn.enable_load_extension(False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA busy_timeout=30000")
+        self.conn = connect(self.path, migrations(dim), extensions=[sqlite_vec.load])
         self._lock = threading.RLock()
-        self.conn.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-            CREATE TABLE IF NOT EXISTS chunks (
-                id INTEGER PRIMARY KEY, source TEXT NOT NULL, idx INTEGER NOT NULL,
-                text TEXT NOT NULL, heading TEXT, start INTEGER, end_ INTEGER, metadata TEXT,
-                UNIQUE (source, idx));
-            CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
-            CREATE TABLE IF NOT EXISTS sources (source TEXT PRIMARY KEY, hash TEXT, indexed REAL);
-            """
-        )
-        row = self.conn.execute("SELECT value FROM meta WHERE key='dim'").fetchone()
-        self.dim = int(row[0]) if row else dim
-        if not row:
-            self.conn.execute("INSERT INTO meta VALUES ('dim', ?)", (str(dim),))
-        self.conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS vec_chunks USING vec0("
-            f"embedding float[{self.dim}] distance_metric=cosine)"
-        )
-        self.conn.commit()
+        self.dim = int(self.conn.execute("SELECT value FROM meta WHERE key='dim'").fetchone()[0])
 
     def add(self, chunks: list[Chunk], vectors: np.ndarray, source_hash: str = "") -> None:
         """Add chunks (a source's old chunks are replaced: delete_source first)."""
@@ -95,39 +87,32 @@ class SqliteVecStore:
             raise ValueError("one vector per chunk")
         if len(chunks) and vectors.shape[1] != self.dim:
             raise LokalError(f"vectors have dim {vectors.shape[1]}, this store holds {self.dim}")
-        with self._lock:
-            cur = self.conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                for source in {c.source for c in chunks}:
-                    self._delete(cur, source)
-                for chunk, vector in zip(chunks, vectors, strict=True):
-                    cur.execute(
-                        "INSERT INTO chunks (source, idx, text, heading, start, end_, metadata)"
-                        " VALUES (?,?,?,?,?,?,?)",
-                        (
-                            chunk.source,
-                            chunk.index,
-                            chunk.text,
-                            chunk.heading,
-                            chunk.start,
-                            chunk.end,
-                            json.dumps(chunk.metadata, ensure_ascii=False),
-                        ),
-                    )
-                    cur.execute(
-                        "INSERT INTO vec_chunks (rowid, embedding) VALUES (?, ?)",
-                        (cur.lastrowid, vector.tobytes()),
-                    )
-                for source in {c.source for c in chunks}:
-                    cur.execute(
-                        "INSERT OR REPLACE INTO sources VALUES (?, ?, ?)",
-                        (source, source_hash, time.time()),
-                    )
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self.conn.cursor()) as cur:
+            for source in {c.source for c in chunks}:
+                self._delete(cur, source)
+            for chunk, vector in zip(chunks, vectors, strict=True):
+                cur.execute(
+                    "INSERT INTO chunks (source, idx, text, heading, start, end_, metadata)"
+                    " VALUES (?,?,?,?,?,?,?)",
+                    (
+                        chunk.source,
+                        chunk.index,
+                        chunk.text,
+                        chunk.heading,
+                        chunk.start,
+                        chunk.end,
+                        json.dumps(chunk.metadata, ensure_ascii=False),
+                    ),
+                )
+                cur.execute(
+                    "INSERT INTO vec_chunks (rowid, embedding) VALUES (?, ?)",
+                    (cur.lastrowid, vector.tobytes()),
+                )
+            for source in {c.source for c in chunks}:
+                cur.execute(
+                    "INSERT OR REPLACE INTO sources VALUES (?, ?, ?)",
+                    (source, source_hash, time.time()),
+                )
 
     def _delete(self, cur: Any, source: str) -> int:
         ids = [r[0] for r in cur.execute("SELECT id FROM chunks WHERE source=?", (source,))]
@@ -140,16 +125,8 @@ class SqliteVecStore:
         return len(ids)
 
     def delete_source(self, source: str) -> int:
-        with self._lock:
-            cur = self.conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                removed = self._delete(cur, source)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            return removed
+        with self._lock, transaction(self.conn.cursor()) as cur:
+            return self._delete(cur, source)
 
     @staticmethod
     def _hit(row: Any, score: float) -> Hit:

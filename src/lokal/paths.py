@@ -1,0 +1,56 @@
+"""Where lokal keeps its state: one home folder, and every default file in it.
+
+The home is ``$LOKAL_HOME`` if set, else the user data directory
+(``platformdirs.user_data_dir("lokal")``). In it:
+
+- ``lokal.db``: conversations, runs, messages and notes (``lokal.memory``);
+- ``memory/``: global memory, markdown files (``lokal.memory.store``);
+- ``embedding_cache.db``: the embeddings of memory's notes;
+- ``rag/index.db``: the default document index, with its own ``rag/embedding_cache.db``.
+
+Every function reads the environment when called (tests set ``LOKAL_HOME`` per test) and
+creates nothing: the code that opens a file makes its folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "db_path",
+    "embedding_cache_path",
+    "index_path",
+    "lokal_home",
+    "memory_dir",
+]
+
+
+def lokal_home() -> Path:
+    """``$LOKAL_HOME``, else the platform's user data directory for lokal."""
+    env = os.environ.get("LOKAL_HOME")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("lokal", appauthor=False))
+
+
+def db_path() -> Path:
+    """The SQLite file of conversations and notes."""
+    return lokal_home() / "lokal.db"
+
+
+def memory_dir() -> Path:
+    """The folder of global memory (``*.md``)."""
+    return lokal_home() / "memory"
+
+
+def embedding_cache_path() -> Path:
+    """The embedding cache of memory's notes (an index keeps its cache next to itself)."""
+    return lokal_home() / "embedding_cache.db"
+
+
+def index_path() -> Path:
+    """The default SQLite document index of ``lokal rag``."""
+    return lokal_home() / "rag" / "index.db"
