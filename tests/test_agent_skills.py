@@ -147,7 +147,7 @@ def test_code_execution_runs_weather_script(registry: ToolRegistry) -> None:
 
 
 def test_code_execution_finds_the_skill_from_the_script_path(registry: ToolRegistry) -> None:
-    # No skill_name, and the LinX-style absolute path of the script.
+    # No skill_name, and the absolute path of the script, as an earlier agent wrote it.
     result = _run(
         registry, {"command": "python3 /path/to/weather_helper.py forecast -l London --days 2"}
     )

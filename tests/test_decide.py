@@ -35,7 +35,7 @@ def test_tool_call_reply_becomes_an_ai_message_with_ids():
 
 
 def test_content_and_tool_calls_keep_the_calls_and_record_the_preamble():
-    """The seeds' calculator failure: both fields filled. Default policy: tool_calls."""
+    """The original scripts' calculator failure: both fields filled. Default policy: tool_calls."""
     reply = envelope(
         [("calculator", {"expression": "3.14 * 5 - 2.5"})],
         content="我来帮你计算 3.14 * 5 - 2.5 = 13.2",
@@ -240,6 +240,13 @@ def test_a_mode_the_backend_cannot_do_fails_with_a_clear_message():
     backend = ScriptedBackend([], capabilities=["prompt_json"])
     with pytest.raises(ConfigError, match="cannot do tool_calling 'constrained'"):
         decide(backend, tool_calling="constrained")
+
+
+def test_a_staged_profile_falls_back_to_constrained_only_where_the_backend_can_do_it():
+    """A backend registered from outside may lack constrained: staged cannot fall back to it."""
+    backend = ScriptedBackend([], capabilities=["prompt_json"])
+    with pytest.raises(ConfigError, match="cannot do tool_calling 'constrained'"):
+        decide(backend, tool_calling="staged")
 
 
 def test_scripted_backend_complains_when_asked_too_often():

@@ -1,4 +1,5 @@
-"""`lokal decide` on the mock backend reproduces the seeds' outputs for each example input."""
+"""`lokal decide` on the mock backend reproduces the original scripts' outputs for each
+example input."""
 
 import json
 

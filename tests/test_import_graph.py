@@ -9,7 +9,7 @@ Three kinds of edges:
 - function level: an ``import`` inside a function, run on first call;
 - by name: a string constant naming a lokal module (``"lokal.rag.cli"``,
   ``"lokal.llm.backends.llamacpp:LlamaCppBackend"``), loaded with ``import_module`` or
-  ``__import__`` (the CLI's subcommands, the backend registry, ``lokal``'s lazy names).
+  ``__import__`` (the CLI's ``COMMANDS``, the backend registry, ``lokal``'s lazy names).
 
 Imports under ``if TYPE_CHECKING:`` run never and are not edges.
 
@@ -57,6 +57,7 @@ LAYERS: dict[str, int] = {
     # 5, the faces: the command line (and each package's subcommands), benchmarks, the live
     # status line, and the package root with its lazy public names
     "lokal.cli": 5,
+    "lokal.cli_common": 5,
     "lokal.cli_run": 5,
     "lokal.rag.cli": 5,
     "lokal.memory.cli": 5,

@@ -248,7 +248,7 @@ def test_trace_file_holds_every_event(profile, registry, tmp_path):
 
 
 def test_weather_skill_in_three_rounds(profile):
-    """LinX's flow: read_skill → code_execution (a real sandboxed script) → answer."""
+    """The skill flow: read_skill → code_execution (a real sandboxed script) → answer."""
     library = SkillLibrary(DATA / "skills")
     registry = ToolRegistry()
     for item in skill_tools(library):
@@ -277,7 +277,7 @@ def test_weather_skill_in_three_rounds(profile):
     result = agent.run("What's the weather in Beijing?")
     assert result.status == "final" and result.iterations == 3
     assert [e["name"] for e in by_type(result, "tool_end")] == ["read_skill", "code_execution"]
-    # code_execution is visible from the first prompt on (the LinX bug was hiding it)
+    # code_execution is visible from the first prompt on (an earlier agent's bug was hiding it)
     first_prompt = backend.requests[0].messages[0]["content"]
     assert "code_execution" in first_prompt and "weather-forecast" in first_prompt
     # after read_skill, the reminder says scripts run through code_execution

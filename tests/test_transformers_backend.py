@@ -1,4 +1,5 @@
-"""The bundled model through transformers (GGUF dequantized by transformers), the seeds' path."""
+"""The bundled model through transformers (GGUF dequantized by transformers), the original
+scripts' path."""
 
 import pytest
 from jsonschema import Draft202012Validator

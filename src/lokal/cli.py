@@ -1,90 +1,48 @@
-"""The ``lokal`` command: ``decide``, and the subcommands each part of lokal registers."""
+"""The ``lokal`` command: ``decide``, and the commands listed in ``COMMANDS``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from lokal.cli_common import (
+    EXIT_ANSWERED,
+    EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
+    EXIT_CODES,
+    EXIT_INTERRUPTED,
+    EXIT_NO_ANSWER,
+    BadUsage,
+    Parser,
+    add_command,
+    add_model_arguments,
+    read_json_file,
+    require_text,
+    write_json,
+)
 from lokal.errors import LokalError
 
-__all__ = ["EXIT_CODES", "main"]
-
-EXIT_ANSWERED = 0
-EXIT_NO_ANSWER = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`
-
-# The epilog of `lokal --help` and of every subcommand's --help; the README repeats it.
-EXIT_CODES = """exit codes: the same for every lokal command
-  0    done: an answer written by the model (also the forced final answer after a guard
-       such as max_iterations or a repeated call), or the command's output
-  1    stopped without an answer: the model gave no usable reply even without tools, the
-       time budget ran out first (the output lists the tool results in hand), `rag ask`
-       found nothing in the documents to answer from, or (`sandbox`) the script failed
-  2    bad input or configuration, reported in one line before any model is loaded: an
-       empty question, a missing file or folder, an unknown profile, a bad option value,
-       a conversation or note that does not exist
-  130  interrupted (Ctrl-C); the trace written so far is kept
-  141  the reader of the output went away (`lokal ... | head`): lokal stops quietly"""
-
-# name -> (add_arguments, handler, help); each part of lokal adds its own subcommand here.
-Subcommand = tuple[
-    Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str
+# main and the parser; the shared helpers live in lokal.cli_common and are re-exported here
+# for code that took them from lokal.cli before
+__all__ = [
+    "COMMANDS",
+    "EXIT_ANSWERED",
+    "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_CODES",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_ANSWER",
+    "add_model_arguments",
+    "build_parser",
+    "main",
+    "read_json_file",
+    "require_text",
+    "write_json",
 ]
-_SUBCOMMANDS: dict[str, Subcommand] = {}
-
-
-def subcommand(name: str, help_text: str, add_arguments: Callable[[argparse.ArgumentParser], None]):
-    """Register ``handler`` as ``lokal NAME``."""
-
-    def decorate(handler: Callable[[argparse.Namespace], int]):
-        _SUBCOMMANDS[name] = (add_arguments, handler, help_text)
-        return handler
-
-    return decorate
-
-
-def read_json_file(path: str | Path, what: str) -> Any:
-    """JSON from ``path``; a clear error for a missing or malformed file."""
-    path = Path(path)
-    if not path.is_file():
-        raise LokalError(f"{what} file {str(path)!r} not found")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LokalError(f"{what} file {path} is not valid JSON: {exc}") from exc
-
-
-def require_text(value: str | None, what: str) -> str:
-    """``value`` stripped; a ConfigError (exit 2) when it is missing, empty or blank."""
-    from lokal.errors import ConfigError
-
-    if value is None or not value.strip():
-        raise ConfigError(f"{what} is empty; give some text")
-    return value.strip()
-
-
-def write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model_config", default=None, help="model.yaml (default configs/model.yaml)"
-    )
-    parser.add_argument("--model_name", default=None, help="a named profile of model.yaml")
-    parser.add_argument(
-        "--tool_calling",
-        choices=["prompt_json", "builtin", "constrained", "staged"],
-        default=None,
-        help="how tools reach the model (default: the profile's)",
-    )
 
 
 def _decide_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +56,6 @@ def _decide_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no live progress on stderr")
 
 
-@subcommand("decide", "one decision: messages + tools → AIMessage", _decide_arguments)
 def decide_command(args: argparse.Namespace) -> int:
     from lokal.config import announce, load_profile
     from lokal.live import working
@@ -124,30 +81,36 @@ def decide_command(args: argparse.Namespace) -> int:
     return 1
 
 
-# Modules that register further subcommands with @subcommand when imported.
-_COMMAND_MODULES: tuple[str, ...] = (
-    "lokal.cli_run",
-    "lokal.bench.cli",
-    "lokal.rag.cli",
-    "lokal.memory.cli",
+def register(commands: argparse._SubParsersAction) -> None:
+    add_command(
+        commands,
+        "decide",
+        "one decision: messages + tools → AIMessage",
+        _decide_arguments,
+        decide_command,
+    )
+
+
+# Every command of lokal, in the order of `lokal --help`: "module:function", where the
+# function takes the subparsers of `lokal` and adds its commands (a group such as `rag` adds
+# its actions as sub-subcommands). Loaded when the parser is built.
+COMMANDS: tuple[str, ...] = (
+    "lokal.cli:register",  # decide
+    "lokal.cli_run:register",  # run, sandbox
+    "lokal.bench.cli:register",  # bench, bfcl
+    "lokal.rag.cli:register",  # rag index|ask|search|stats|eval
+    "lokal.memory.cli:register",  # conversations list|show|export|delete, memory ...
 )
 
 
-def _load_subcommands() -> None:
-    for module in _COMMAND_MODULES:
-        __import__(module)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    _load_subcommands()
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="lokal", description="A local-first agent runtime for small language models."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, (add_arguments, handler, help_text) in _SUBCOMMANDS.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        add_arguments(sub)
-        sub.set_defaults(handler=handler)
+    for entry in COMMANDS:
+        module, _, function = entry.partition(":")
+        getattr(importlib.import_module(module), function)(commands)
     _with_exit_codes(parser)
     return parser
 
@@ -182,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one ``lokal`` command; the return value is its exit code (see EXIT_CODES)."""
     try:
         args = build_parser().parse_args(argv)
+    except BadUsage:  # one line on stderr already
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("lokal: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -8,17 +8,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lokal.cli import (
+from lokal.cli_common import (
     EXIT_ANSWERED,
     EXIT_CODES,
     EXIT_NO_ANSWER,
+    add_command,
     add_model_arguments,
     require_text,
-    subcommand,
 )
 from lokal.errors import ConfigError
 
-__all__ = ["EXIT_CODES", "build_agent", "check_run_inputs", "exit_code"]
+__all__ = ["EXIT_CODES", "build_agent", "check_run_inputs", "exit_code", "register"]
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant working in a local workspace. Use the tools to read files, "
@@ -27,7 +27,7 @@ DEFAULT_SYSTEM = (
 
 
 def exit_code(result: Any) -> int:
-    """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES in lokal.cli)."""
+    """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES in lokal.cli_common)."""
     return EXIT_ANSWERED if result.answered else EXIT_NO_ANSWER
 
 
@@ -242,7 +242,6 @@ class LiveProgress:
             )
 
 
-@subcommand("run", "the agent: a question in, tool runs, an answer out", _run_arguments)
 def run_command(args: argparse.Namespace) -> int:
     from lokal.llm.backends import get_backend
     from lokal.progress import listening
@@ -290,9 +289,6 @@ def _sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=["auto", "bwrap", "process"], default="auto")
 
 
-@subcommand(
-    "sandbox", "run a Python file in the sandbox; prints one JSON object", _sandbox_arguments
-)
 def sandbox_command(args: argparse.Namespace) -> int:
     from lokal.skills.sandbox import sandbox_main
 
@@ -308,3 +304,21 @@ def sandbox_command(args: argparse.Namespace) -> int:
     if args.workspace:
         argv += ["--workspace", str(Path(args.workspace))]
     return sandbox_main(argv)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """``lokal run`` and ``lokal sandbox``."""
+    add_command(
+        commands,
+        "run",
+        "the agent: a question in, tool runs, an answer out",
+        _run_arguments,
+        run_command,
+    )
+    add_command(
+        commands,
+        "sandbox",
+        "run a Python file in the sandbox; prints one JSON object",
+        _sandbox_arguments,
+        sandbox_command,
+    )

@@ -1,6 +1,6 @@
 """model.yaml: a default ``model:`` section, named ``models:`` profiles, generation settings.
 
-The file has the seeds' shape::
+The file has the same shape as the original scripts' config::
 
     model:            # the default profile; every named profile inherits from it
       backend: llamacpp
@@ -12,7 +12,7 @@ The file has the seeds' shape::
       mode: prompt_json
     models:
       fast:
-        max_new_tokens: 256      # generation keys may sit directly in a profile (seeds' style)
+        max_new_tokens: 256      # generation keys may sit directly in a profile
         tool_calling: {mode: constrained}
 
 A profile is the default ``model:`` section updated with the profile's own keys. Generation
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,9 +43,6 @@ __all__ = [
     "load_profile",
     "read_config",
 ]
-
-TOOL_CALLING_MODES = ("prompt_json", "builtin", "constrained", "staged")
-CONFLICT_POLICIES = ("tool_calls", "content", "error")
 
 
 class _Strict(BaseModel):
@@ -173,7 +170,6 @@ class ModelSettings(_Strict):
 
 
 _GENERATION_KEYS = set(GenerationSettings.model_fields)
-_TOOL_CALLING_KEYS = set(ToolCallingSettings.model_fields)
 
 
 @dataclass(frozen=True)
@@ -185,7 +181,6 @@ class Profile:
     generation: GenerationSettings
     tool_calling: ToolCallingSettings
     source: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def display_name(self) -> str:
@@ -204,7 +199,6 @@ class Profile:
             generation=self.generation,
             tool_calling=_build(ToolCallingSettings, merged, f"{self.name}: tool_calling"),
             source=self.source,
-            extra=self.extra,
         )
 
     def with_backend(self, backend: str) -> Profile:
@@ -255,7 +249,7 @@ def _build(cls: type[_Strict], values: dict[str, Any], where: str) -> Any:
 
 
 def _split_profile(raw: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
-    """Split a profile mapping into model, generation, tool_calling and extra keys."""
+    """Split a profile mapping into model, generation, tool_calling and unknown keys."""
     model: dict[str, Any] = {}
     generation: dict[str, Any] = {}
     tool_calling: dict[str, Any] = {}
@@ -351,5 +345,6 @@ def model_line(profile: Profile, mode: str | None = None) -> str:
 
 
 def announce(profile: Profile, mode: str | None = None) -> None:
-    """Print the selected model to stderr, as the seeds' CLI does (see ``model_line``)."""
+    """Print the selected model to stderr, as the original scripts' command line did (see
+    ``model_line``)."""
     print(model_line(profile, mode), file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""The agent loop (B1): decisions and tool runs until a reply has no tool calls.
+"""The agent loop: decisions and tool runs until a reply has no tool calls.
 
     agent = Agent(profile, registry)
     result = agent.run("What is 3.14 * 5?")
@@ -84,7 +84,7 @@ class AgentSettings:
 
 
 class MemoryHook(Protocol):
-    """What the runtime asks of memory (B5): messages to start from, and a place to save."""
+    """What the runtime asks of memory: messages to start from, and a place to save."""
 
     def load(self, question: str) -> list[dict[str, Any]]: ...
 

@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from lokal.bench.report import LATENCY_HEADERS
-from lokal.cli import read_json_file, subcommand
+from lokal.cli_common import add_command, read_json_file
 from lokal.errors import ConfigError
 
 _TC_MODES = ("prompt_json", "builtin", "constrained", "staged")
 
 
-def _split(value: str | None) -> list[str]:
-    return [part.strip() for part in (value or "").split(",") if part.strip()]
+def _split(value: str | list[str] | None) -> list[str]:
+    """The names in a comma list, or in a list of comma lists (a repeated option)."""
+    values = [value] if isinstance(value, str) else value or []
+    return [part.strip() for v in values for part in v.split(",") if part.strip()]
 
 
 @contextmanager
@@ -71,7 +73,15 @@ def _concurrency_note(backends: set[str], concurrency: int) -> str | None:
 def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model_config", default=None, help="model.yaml (default configs/)")
     parser.add_argument(
-        "--profiles", default=None, help="comma list of profiles (default: the default profile)"
+        "--profile",
+        "--profiles",
+        "--model_name",
+        dest="profiles",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a profile of model.yaml; repeat it or give a comma list to compare several "
+        "(default: the default profile)",
     )
     parser.add_argument(
         "--modes",
@@ -113,7 +123,6 @@ def print_table(console: Any, table: Any) -> None:
         console.width = width
 
 
-@subcommand("bench", "batch benchmark: case files × profiles × modes → reports", _bench_arguments)
 def bench_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -188,7 +197,14 @@ def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
     from lokal.bench.bfcl_data import AST_CATEGORIES
 
     parser.add_argument("--model_config", default=None, help="model.yaml (default configs/)")
-    parser.add_argument("--profile", default=None, help="model profile (default: the default)")
+    parser.add_argument(
+        "--profile",
+        "--model_name",
+        dest="profile",
+        default=None,
+        metavar="NAME",
+        help="a profile of model.yaml (default: the default profile)",
+    )
     parser.add_argument(
         "--categories",
         default=",".join(AST_CATEGORIES),
@@ -207,7 +223,6 @@ def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@subcommand("bfcl", "BFCL v4 AST categories through several pipelines, scored", _bfcl_arguments)
 def bfcl_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -280,3 +295,21 @@ def bfcl_command(args: argparse.Namespace) -> int:
         console.print(f"  {pipeline}: {entry['description']}")
     console.print(f"results: {results}, scores.json, scores.md")
     return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """``lokal bench`` and ``lokal bfcl``."""
+    add_command(
+        commands,
+        "bench",
+        "batch benchmark: case files × profiles × modes → reports",
+        _bench_arguments,
+        bench_command,
+    )
+    add_command(
+        commands,
+        "bfcl",
+        "BFCL v4 AST categories through several pipelines, scored",
+        _bfcl_arguments,
+        bfcl_command,
+    )

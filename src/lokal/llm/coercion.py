@@ -450,7 +450,7 @@ class CallReader:
         return fmt, {"id": ident, "name": name, "args": args, "repaired": repaired}
 
     def _flat_tool(self, obj: dict) -> tuple[str, dict]:
-        """The LinX form ``{"tool": NAME, ...arguments}`` (or one nested arguments object)."""
+        """The flat form ``{"tool": NAME, ...arguments}`` (or one nested arguments object)."""
         name = obj["tool"]
         rest = {key: value for key, value in obj.items() if key != "tool"}
         if len(rest) == 1:

@@ -297,7 +297,7 @@ def generate_ai_message(
     staged = tc_mode == "staged" and can_score(backend)
     if tc_mode == "staged" and not staged:
         tc_mode = "constrained"  # a backend that cannot score: one grammar over the reply
-    else:
+    if not staged:
         check_mode_supported(backend, tc_mode, profile.name)
     known = tools  # a reply may call any tool of the conversation, offered or not
     selection = _preselect(messages, tools, settings, staged)

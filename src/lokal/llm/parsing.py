@@ -463,7 +463,10 @@ class _TagWalker:
                 self.block, self.block_read, self.pos = end, False, end
                 skip_to = self._hermes_json(end)
             elif tag == "</tool_call>":
-                (self._end_block if self.block is not None else self._lone)(start, closed=True)
+                if self.block is not None:
+                    self._end_block(start, closed=True)
+                else:
+                    self._lone(start)
                 self.pos = end
             elif match.group(1) is not None:  # <function=NAME>
                 if self.block is None:
@@ -494,7 +497,7 @@ class _TagWalker:
         if len(self.calls) > _MAX_CALLS:
             raise ParseError(f"the reply has more than {_MAX_CALLS} tool calls")
 
-    def _outside(self, at: int, *, closed: bool = False) -> None:
+    def _outside(self, at: int) -> None:
         if at > self.pos:
             self.outside.append(self.text[self.pos : at])
         self.pos = max(self.pos, at)
@@ -545,7 +548,7 @@ class _TagWalker:
         else:
             self.problems.append(reason or "a <tool_call> block holds no readable call")
 
-    def _lone(self, at: int, *, closed: bool = True) -> None:
+    def _lone(self, at: int) -> None:
         """A ``</tool_call>`` without its opener: the JSON before it may still be a call."""
         segment = self.text[self.pos : at]
         found = _json_message(segment, self.ctx)[0] if _BRACE.search(segment) else None

@@ -1,9 +1,9 @@
 """Plan-and-execute: reading a plan reply.
 
 The plan prompt asks for ``{"reasoning", "plan": [{"step", "description", "tool_call"}]}``.
-Three shapes are accepted, as in the seeds: the full plan, a bare list of steps, and a plain
-AIMessage (the model skipped planning). The plan's calls become the AIMessage's tool_calls,
-in step order; the plan itself is kept in the result record.
+Three shapes are accepted, as in the original scripts: the full plan, a bare list of steps,
+and a plain AIMessage (the model skipped planning). The plan's calls become the AIMessage's
+tool_calls, in step order; the plan itself is kept in the result record.
 """
 
 from __future__ import annotations

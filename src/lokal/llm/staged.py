@@ -59,9 +59,7 @@ _MAX_VALUE_TOKENS = 48
 
 def can_score(backend: Any) -> bool:
     """Whether ``backend`` scores continuations and continues a given reply prefix."""
-    return "score" in getattr(backend, "capabilities", ()) and callable(
-        getattr(backend, "score", None)
-    )
+    return "score" in backend.capabilities and callable(getattr(backend, "score", None))
 
 
 def _log_softmax(values: list[float]) -> list[float]:

@@ -1,4 +1,4 @@
-"""Memory (B5): global memory, selected notes, conversations in SQLite."""
+"""Memory: global memory, selected notes, conversations in SQLite."""
 
 from lokal.memory.conversations import ConversationRecorder, ConversationStore
 from lokal.memory.db import connect

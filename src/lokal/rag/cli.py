@@ -7,12 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from lokal.cli import (
+from lokal.cli_common import (
     EXIT_ANSWERED,
     EXIT_NO_ANSWER,
+    add_command,
     add_model_arguments,
     require_text,
-    subcommand,
 )
 from lokal.errors import ConfigError, LokalError
 
@@ -111,7 +111,6 @@ def rag_exit_code(record: dict) -> int:
     return EXIT_ANSWERED if answered else EXIT_NO_ANSWER
 
 
-@subcommand("rag", "documents: index, ask, search, stats, eval", _rag_arguments)
 def rag_command(args: argparse.Namespace) -> int:
     from lokal.rag.retrieval import Retriever
 
@@ -183,3 +182,10 @@ def rag_command(args: argparse.Namespace) -> int:
         store.close()
         embedder.close()
         sys.stdout.flush()
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """``lokal rag index|ask|search|stats|eval``."""
+    add_command(
+        commands, "rag", "documents: index, ask, search, stats, eval", _rag_arguments, rag_command
+    )

@@ -10,8 +10,8 @@ A skills directory holds one folder per skill::
 The system prompt lists only names and descriptions (``SkillLibrary.catalog_text``). The model
 calls ``read_skill`` to get the instructions, then ``code_execution`` to run a script in the
 sandbox with a copy of the skill folder as its working directory, and answers from the real
-output. ``code_execution`` is always offered as a tool: hiding it (the LinX bug) leaves the
-model reading instructions it cannot follow, and it invents the results.
+output. ``code_execution`` is always offered as a tool: hiding it (a bug of an earlier agent)
+leaves the model reading instructions it cannot follow, and it invents the results.
 """
 
 from __future__ import annotations

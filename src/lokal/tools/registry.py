@@ -260,7 +260,7 @@ def _where(error: Any) -> str:
     return ".".join(parts) if parts else ""
 
 
-def _describe_error(error: Any, parameters: dict[str, Any]) -> str:
+def _describe_error(error: Any) -> str:
     """One jsonschema ValidationError as a sentence a model can act on."""
     where = _where(error)
     subject = f"argument '{where}'" if where else "the arguments"
@@ -373,8 +373,7 @@ class ToolRegistry:
         errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
         if not errors:
             return None
-        parameters = self._tools[name].parameters
-        return "; ".join(dict.fromkeys(_describe_error(e, parameters) for e in errors))
+        return "; ".join(dict.fromkeys(_describe_error(e) for e in errors))
 
     # -- execution ------------------------------------------------------------------------
     def execute(

@@ -134,7 +134,13 @@ def clear_backend_cache() -> None:
 
 
 def check_mode_supported(backend: Backend, mode: str, profile_name: str) -> None:
-    """A clear ConfigError when ``backend`` cannot pass tools the way ``mode`` asks."""
+    """A clear ConfigError when ``backend`` cannot pass tools the way ``mode`` asks.
+
+    Every shipped backend (llamacpp, transformers, openai, mock, and the tests' scripted one)
+    can do prompt_json, builtin and constrained, and a staged profile on a backend that cannot
+    score falls back to constrained, so none of them fails this check. It is here for
+    backends registered from outside with ``register_backend``, whose ``capabilities`` may
+    list fewer modes."""
     if mode not in backend.capabilities:
         raise ConfigError(
             f"profile {profile_name!r}: backend {backend.name!r} cannot do tool_calling "

@@ -1,4 +1,4 @@
-"""The deterministic mock backend, reproducing the seeds' mock behaviour as raw text.
+"""The deterministic mock backend, reproducing the original scripts' mock behaviour as raw text.
 
 - First turn (no ToolMessage since the last user message): call ``file_reader`` and
   ``local_file_search`` (those of the two that the tools schema offers).

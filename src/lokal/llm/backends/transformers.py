@@ -1,4 +1,5 @@
-"""transformers backend (the seeds' path): any local Hugging Face model directory or GGUF file.
+"""transformers backend (the path the original scripts used): any local Hugging Face model
+directory or GGUF file.
 
 ``AutoTokenizer`` / ``AutoModelForCausalLM`` from ``model_name_or_path`` with ``torch_dtype``,
 ``device_map`` and ``gguf_file``; greedy when ``temperature: 0``; constrained decoding through

@@ -1,0 +1,122 @@
+"""What every ``lokal`` command shares: exit codes, the model options, JSON files, one-line
+usage errors, and how a command adds itself to the parser. ``lokal.cli`` and the modules of
+the subcommands (``lokal.cli_run``, ``lokal.rag.cli``, ``lokal.memory.cli``,
+``lokal.bench.cli``) import it; it imports none of them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from lokal.errors import ConfigError, LokalError
+
+__all__ = [
+    "EXIT_ANSWERED",
+    "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_CODES",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_ANSWER",
+    "BadUsage",
+    "Parser",
+    "add_command",
+    "add_model_arguments",
+    "read_json_file",
+    "require_text",
+    "write_json",
+]
+
+EXIT_ANSWERED = 0
+EXIT_NO_ANSWER = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`
+
+# The epilog of `lokal --help` and of every subcommand's --help; the README repeats it.
+EXIT_CODES = """exit codes: the same for every lokal command
+  0    done: an answer written by the model (also the forced final answer after a guard
+       such as max_iterations or a repeated call), or the command's output
+  1    stopped without an answer: the model gave no usable reply even without tools, the
+       time budget ran out first (the output lists the tool results in hand), `rag ask`
+       found nothing in the documents to answer from, or (`sandbox`) the script failed
+  2    bad input or configuration, reported in one line before any model is loaded: an
+       empty question, a missing file or folder, an unknown profile, a bad option value,
+       a conversation or note that does not exist
+  130  interrupted (Ctrl-C); the trace written so far is kept
+  141  the reader of the output went away (`lokal ... | head`): lokal stops quietly"""
+
+
+class BadUsage(SystemExit):
+    """A command line that argparse refused; its one-line message is already on stderr."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (``lokal memory add: error: ...``)
+    and exit code 2, like every other bad input; subcommand parsers are Parsers too."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split())
+        print(f"{self.prog}: error: {text} (see {self.prog} --help)", file=sys.stderr)
+        raise BadUsage(EXIT_BAD_INPUT)
+
+
+def add_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    help_text: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    handler: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """Add ``lokal NAME`` (or ``lokal GROUP NAME``) run by ``handler``."""
+    parser = commands.add_parser(name, help=help_text, description=help_text)
+    add_arguments(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def read_json_file(path: str | Path, what: str) -> Any:
+    """JSON from ``path``; a clear error for a missing or malformed file."""
+    path = Path(path)
+    if not path.is_file():
+        raise LokalError(f"{what} file {str(path)!r} not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LokalError(f"{what} file {path} is not valid JSON: {exc}") from exc
+
+
+def require_text(value: str | None, what: str) -> str:
+    """``value`` stripped; a ConfigError (exit 2) when it is missing, empty or blank."""
+    if value is None or not value.strip():
+        raise ConfigError(f"{what} is empty; give some text")
+    return value.strip()
+
+
+def write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--model_config``, ``--profile`` (also spelled ``--model_name``) and
+    ``--tool_calling``; the profile lands in ``args.model_name``."""
+    parser.add_argument(
+        "--model_config", default=None, help="model.yaml (default configs/model.yaml)"
+    )
+    parser.add_argument(
+        "--profile",
+        "--model_name",
+        dest="model_name",
+        default=None,
+        metavar="NAME",
+        help="a named profile of model.yaml (--model_name is the same option)",
+    )
+    parser.add_argument(
+        "--tool_calling",
+        choices=["prompt_json", "builtin", "constrained", "staged"],
+        default=None,
+        help="how tools reach the model (default: the profile's)",
+    )
