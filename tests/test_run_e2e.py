@@ -34,6 +34,9 @@ def test_lokal_run_on_the_bundled_model_writes_a_complete_trace(tmp_path, capsys
     out = json.loads(capsys.readouterr().out)
     events = [json.loads(line) for line in trace_path.read_text(encoding="utf-8").splitlines()]
     assert code == 0 and out["answered"]  # the run ends with an answer, guard or not
+    # the model loads as a step of its own, before the run's numbered events
+    assert events[0]["type"] == "model_load" and events[0]["duration_s"] >= 0
+    events = events[1:]
     assert events[0]["type"] == "run_start" and events[-1]["type"] == "final"
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[-1]["answer"] == out["answer"] and events[-1]["status"] == out["status"]

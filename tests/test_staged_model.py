@@ -112,19 +112,27 @@ def test_a_loop_is_stopped_while_decoding(profile, backend):
 
 
 def test_staged_replies_over_the_bench_cases_are_always_valid(profile):
-    seen = 0
+    """Every reply is either a valid AIMessage whose calls match their schemas, or an error
+    that says why (a reply still cut off or looping after its retry is not passed off as an
+    answer: issue 9, part 3)."""
+    seen = failed = 0
     for path in sorted((DATA / "bench_cases").glob("*.json")):
         case = load_json(path)
         tools = case.get("tools") or basic_tools()
         result = generate_ai_message(
             profile, case["messages"], tools, mode=case.get("mode", "prompt_json")
         )
-        assert result["status"] == "success", (case["id"], result["error"], result["raw_text"])
         assert result["tool_calling"] == "staged"
+        seen += 1
+        if result["status"] != "success":
+            failed += 1
+            assert result["error"]["type"] == "bad_reply", (case["id"], result["error"])
+            assert result["error"]["message"]
+            continue
         message = result["ai_message"]
         validate_ai_message(message)
         index = {t["name"]: t for t in normalize_tools_schema(tools)}
         for call in message["tool_calls"]:
             Draft202012Validator(index[call["name"]]["parameters"]).validate(call["args"])
-        seen += 1
     assert seen >= 30
+    assert failed <= 2, f"{failed} of {seen} replies unusable after their retries"
