@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 from datetime import datetime
 from typing import Any
 
@@ -48,18 +47,10 @@ def conversation_rows(store: Any) -> list[dict[str, Any]]:
 def delete_conversation(store: Any, name: str) -> dict[str, int]:
     """Delete a conversation with its runs and messages, in one transaction; how many of
     each went. A ConfigError (exit 2) when there is no such conversation."""
-
-    def delete(conn: sqlite3.Connection) -> dict[str, int]:
-        row = conn.execute("SELECT id FROM conversations WHERE name=?", (name,)).fetchone()
-        if row is None:
-            raise ConfigError(f"no conversation named {name!r}; see `lokal conversations list`")
-        conv = row[0]
-        messages = conn.execute("DELETE FROM messages WHERE conversation_id=?", (conv,)).rowcount
-        runs = conn.execute("DELETE FROM runs WHERE conversation_id=?", (conv,)).rowcount
-        conn.execute("DELETE FROM conversations WHERE id=?", (conv,))
-        return {"runs": runs, "messages": messages}
-
-    return store._write(delete)
+    counts = store.delete(name)
+    if counts is None:
+        raise ConfigError(f"no conversation named {name!r}; see `lokal conversations list`")
+    return counts
 
 
 def delete_note(memory: Any, text: str | None) -> int:
@@ -68,11 +59,7 @@ def delete_note(memory: Any, text: str | None) -> int:
     if not (text.isascii() and text.isdigit()):
         raise ConfigError(f"a note id is a number, got {text!r}; see `lokal memory notes`")
     note_id = int(text)
-
-    def delete(conn: sqlite3.Connection) -> int:
-        return conn.execute("DELETE FROM notes WHERE id=?", (note_id,)).rowcount
-
-    if not memory.store._write(delete):
+    if not memory.delete_note(note_id):
         raise ConfigError(f"no note with id {note_id}; see `lokal memory notes`")
     return note_id
 

@@ -49,6 +49,24 @@ class ConversationStore:
 
     # -- writing ---------------------------------------------------------------------------
 
+    def delete(self, name: str) -> dict[str, int] | None:
+        """Delete conversation ``name`` with its runs and messages, in one transaction: how
+        many runs and messages went, or None when there is no such conversation."""
+
+        def delete(conn: sqlite3.Connection) -> dict[str, int] | None:
+            row = conn.execute("SELECT id FROM conversations WHERE name=?", (name,)).fetchone()
+            if row is None:
+                return None
+            conv = row[0]
+            messages = conn.execute(
+                "DELETE FROM messages WHERE conversation_id=?", (conv,)
+            ).rowcount
+            runs = conn.execute("DELETE FROM runs WHERE conversation_id=?", (conv,)).rowcount
+            conn.execute("DELETE FROM conversations WHERE id=?", (conv,))
+            return {"runs": runs, "messages": messages}
+
+        return self._write(delete)
+
     def conversation_id(self, name: str, create: bool = True) -> int | None:
         row = self.conn.execute("SELECT id FROM conversations WHERE name=?", (name,)).fetchone()
         if row or not create:

@@ -103,6 +103,14 @@ class Memory:
             )
         )
 
+    def delete_note(self, note_id: int) -> bool:
+        """Delete note ``note_id``; whether there was one."""
+        return bool(
+            self.store._write(
+                lambda conn: conn.execute("DELETE FROM notes WHERE id=?", (note_id,)).rowcount
+            )
+        )
+
     def notes(self) -> list[Note]:
         rows = self.store.conn.execute("SELECT * FROM notes ORDER BY id").fetchall()
         return [Note(dict(row)) for row in rows]
