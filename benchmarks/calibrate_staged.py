@@ -37,9 +37,10 @@ from lokal.config import StagedSettings, load_profile
 from lokal.llm.backends import GenerationRequest, get_backend
 from lokal.llm.decide import _current_turn_has_results, _current_turn_results
 from lokal.llm.prompts import build_prompt_messages
-from lokal.llm.select import default_selector, last_user_text
+from lokal.llm.select import default_selector
 from lokal.llm.staged import CALL_OPENING, StagedEngine, args_schema
-from lokal.schema import normalize_tools_schema
+from lokal.messages import last_user_text
+from lokal.tools.schema import tool_specs
 
 
 def _engine(backend, profile, case, tools, neutral: StagedSettings):
@@ -48,7 +49,7 @@ def _engine(backend, profile, case, tools, neutral: StagedSettings):
     selection = default_selector().select(
         messages, tools, k=settings.preselect_k, always=settings.always
     )
-    offered = [t for t in tools if t["name"] in selection.offered]
+    offered = [t for t in tools if t.name in selection.offered]
     prompt = build_prompt_messages(messages, offered, mode="staged", purpose="decide")
     request = GenerationRequest(messages=prompt, settings=profile.generation)
     engine = StagedEngine(
@@ -71,7 +72,7 @@ def collect(profile, cases, default_tools):
     neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
     rows = []
     for case in cases:
-        tools = normalize_tools_schema(case.get("tools") or default_tools)
+        tools = tool_specs(case.get("tools") or default_tools)
         engine, offered, selection = _engine(backend, profile, case, tools, neutral)
         expect = case["expect"]
         wanted = [c["name"] for c in expect.get("tool_calls", [])]
@@ -84,7 +85,7 @@ def collect(profile, cases, default_tools):
             "lm": stage1["lm"],
             "similarity": stage1["similarity"],
             "bm25": stage1["bm25"],
-            "offered": [t["name"] for t in offered],
+            "offered": [t.name for t in offered],
             "recall": bool(wanted) and wanted[0] in selection.offered,
         }
         if wanted and wanted[0] in engine.tools:
@@ -94,10 +95,10 @@ def collect(profile, cases, default_tools):
             tool = engine.tools[wanted[0]]
             schema = args_schema(tool, engine.question, engine.settings, optional="mentioned")
             row["args"] = _arg_evidence(engine, tool, schema, first.get("args") or {})
-            head = CALL_OPENING + tool["name"] + '", "args": '
+            head = CALL_OPENING + tool.name + '", "args": '
             text = engine.fill_args(head, schema)
             engine.cover(text)
-            evidence = engine.continue_evidence(head + text + "}", {tool["name"]})
+            evidence = engine.continue_evidence(head + text + "}", {tool.name})
             row["continue"] = {k: evidence[k] for k in ("lm", "pending", "listed")}
         rows.append(row)
         print(f"  {case['id']:28s} lm={row['lm']:+.2f} sim={row['similarity']:.2f}", flush=True)
@@ -108,7 +109,7 @@ def _arg_evidence(engine: StagedEngine, tool, schema, expected: dict) -> list[di
     """For each expected argument: every candidate's log-probability, length, and rightness."""
     out = []
     properties = schema.get("properties") or {}
-    head = CALL_OPENING + tool["name"] + '", "args": {'
+    head = CALL_OPENING + tool.name + '", "args": {'
     for name, want in expected.items():
         if name not in properties:
             continue

@@ -30,7 +30,7 @@ from lokal.llm.decide import generate_ai_message
 from lokal.llm.grammar import reply_schema
 from lokal.llm.prompts import build_prompt_messages
 from lokal.messages import make_tool_message
-from lokal.schema import normalize_tools_schema
+from lokal.tools.schema import tool_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "model.yaml"
@@ -57,7 +57,7 @@ def median_time(fn, repeats: int) -> float:
 
 def overhead(profile, repeats: int) -> dict:
     backend = get_backend(profile)
-    tools = normalize_tools_schema(TOOLS)
+    tools = tool_specs(TOOLS)
     messages = [{"role": "user", "content": QUESTIONS[0]}]
     prompt = build_prompt_messages(messages, tools)
     request = GenerationRequest(messages=prompt, settings=profile.generation)
@@ -77,7 +77,7 @@ def constrained_vs_free(repeats: int) -> dict:
     does not count), over the reply schema of the 9 tools of `lokal run`: free decoding,
     llguidance masks through the logits processor, llama.cpp's GBNF grammar sampler."""
     base = load_profile(CONFIG)
-    tools = normalize_tools_schema(RUN_TOOLS)
+    tools = tool_specs(RUN_TOOLS)
     schema = reply_schema(tools, settings=base.tool_calling)
     rows: dict = {}
     for label, engine, response_schema in (
@@ -136,7 +136,7 @@ def staged_vs_single_grammar(profile, repeats: int) -> dict:
 
 def prefix_reuse(profile, repeats: int) -> dict:
     backend = get_backend(profile)
-    tools = normalize_tools_schema(TOOLS)
+    tools = tool_specs(TOOLS)
     call = {"id": "call_001", "name": "file_reader", "args": {"path": "docs/agent_intro.txt"}}
     first = [{"role": "user", "content": QUESTIONS[0]}]
     second = [

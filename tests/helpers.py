@@ -8,7 +8,16 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
+TEST_DATA = Path(__file__).resolve().parent / "data"  # fixtures of the tests themselves
 MODEL_CONFIG = REPO / "configs" / "model.yaml"
+# the mock without tool preselection: no MiniLM to load, so a run takes a second
+MOCK_YAML = """model:
+  name: mock
+  display_name: deterministic mock (no model)
+  backend: mock
+tool_calling:
+  mode: prompt_json
+"""
 
 
 def load_json(path: str | Path) -> Any:
@@ -25,3 +34,14 @@ def envelope(calls: list[tuple[str, dict]] | None = None, content: str = "") -> 
         {"content": content, "tool_calls": [{"name": n, "args": a} for n, a in calls or []]},
         ensure_ascii=False,
     )
+
+
+# the MCP server of the tests (tests/mcp/fixture_server.py), run over stdio
+MCP_FIXTURE_SERVER = Path(__file__).resolve().parent / "mcp" / "fixture_server.py"
+
+
+def mcp_stdio_server(*args: str, **fields: Any) -> dict[str, Any]:
+    """A servers.json entry that runs the fixture MCP server with ``args``."""
+    import sys
+
+    return {"command": sys.executable, "args": [str(MCP_FIXTURE_SERVER), *args], **fields}

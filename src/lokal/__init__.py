@@ -27,10 +27,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names come from
     from lokal.llm.backends import register_backend
     from lokal.llm.backends.scripted import ScriptedBackend
     from lokal.llm.decide import generate_ai_message
-    from lokal.llm.parsing import ParseResult, parse_model_output
+    from lokal.llm.parser import ParseResult, parse_model_output
+    from lokal.records import Decision
     from lokal.runtime import Agent, AgentSettings, RunResult
-    from lokal.tools.registry import Tool as ToolSpec
     from lokal.tools.registry import ToolRegistry, tool
+    from lokal.tools.schema import ToolSpec
 
 # public name -> "module:attribute", imported on first access
 _LAZY: dict[str, str] = {
@@ -38,16 +39,16 @@ _LAZY: dict[str, str] = {
     "AgentSettings": "lokal.runtime:AgentSettings",
     "RunResult": "lokal.runtime:RunResult",
     "tool": "lokal.tools.registry:tool",
-    # ToolSpec: a tool's callable + name, description and JSON-schema parameters. Today the
-    # class is ``lokal.tools.registry.Tool`` (what ``@tool`` returns); exported under the
-    # name ``ToolSpec`` as an alias until a class of that name exists.
-    "ToolSpec": "lokal.tools.registry:Tool",
+    # a tool as the model sees it; ``@tool`` returns a Tool, which is a ToolSpec with a function
+    "ToolSpec": "lokal.tools.schema:ToolSpec",
+    # what generate_ai_message returns (``to_dict()`` gives the JSON of result.json)
+    "Decision": "lokal.records:Decision",
     "ToolRegistry": "lokal.tools.registry:ToolRegistry",
     "load_profile": "lokal.config:load_profile",
     "Profile": "lokal.config:Profile",
     "generate_ai_message": "lokal.llm.decide:generate_ai_message",
-    "parse_model_output": "lokal.llm.parsing:parse_model_output",
-    "ParseResult": "lokal.llm.parsing:ParseResult",
+    "parse_model_output": "lokal.llm.parser:parse_model_output",
+    "ParseResult": "lokal.llm.parser:ParseResult",
     "ScriptedBackend": "lokal.llm.backends.scripted:ScriptedBackend",
     "register_backend": "lokal.llm.backends:register_backend",
 }
@@ -57,6 +58,7 @@ __all__ = [
     "AgentSettings",
     "BackendError",
     "ConfigError",
+    "Decision",
     "LokalError",
     "MessageError",
     "ParseError",

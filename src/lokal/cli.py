@@ -20,8 +20,11 @@ from lokal.cli_common import (
     Parser,
     add_command,
     add_model_arguments,
+    add_strategy_argument,
+    profile_from_args,
     read_json_file,
     require_text,
+    strategy_and_backend,
     write_json,
 )
 from lokal.errors import LokalError
@@ -49,35 +52,36 @@ def _decide_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--messages", required=True, help="JSON list of messages")
     parser.add_argument("--tools_schema", default=None, help="JSON list of tools")
-    parser.add_argument(
-        "--mode", choices=["prompt_json", "plan_execute", "mock"], default="prompt_json"
-    )
+    add_strategy_argument(parser, legacy_mode=True)
     parser.add_argument("--outdir", default=None, help="write ai_message.json, result.json …")
     parser.add_argument("--quiet", action="store_true", help="no live progress on stderr")
 
 
 def decide_command(args: argparse.Namespace) -> int:
-    from lokal.config import announce, load_profile
+    from lokal.config import announce
     from lokal.live import working
     from lokal.llm.decide import generate_ai_message
 
     messages = read_json_file(args.messages, "messages")
     tools = read_json_file(args.tools_schema, "tools_schema") if args.tools_schema else []
-    profile = load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
-    announce(profile, mode=args.mode)
+    strategy, backend = strategy_and_backend(args)
+    args.backend = backend
+    profile = profile_from_args(args)
+    announce(profile)
     with working("deciding", quiet=args.quiet):
-        result = generate_ai_message(profile, messages, tools, mode=args.mode)
+        result = generate_ai_message(profile, messages, tools, strategy=strategy)
     if args.outdir:
         outdir = Path(args.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
-        write_json(outdir / "ai_message.json", result["ai_message"])
-        (outdir / "raw_output.txt").write_text(result["raw_text"], encoding="utf-8")
-        write_json(outdir / "prompt.json", result["prompt"])
-        write_json(outdir / "result.json", result)
-    if result["status"] == "success":
-        print(json.dumps(result["ai_message"], ensure_ascii=False, indent=2))
+        write_json(outdir / "ai_message.json", result.ai_message)
+        (outdir / "raw_output.txt").write_text(result.raw_text, encoding="utf-8")
+        write_json(outdir / "prompt.json", result.prompt)
+        write_json(outdir / "result.json", result.to_dict())
+    if result.ok:
+        print(json.dumps(result.ai_message, ensure_ascii=False, indent=2))
         return 0
-    print(json.dumps({"status": "error", "error": result["error"]}, ensure_ascii=False, indent=2))
+    error = result.error.to_dict() if result.error else None
+    print(json.dumps({"status": "error", "error": error}, ensure_ascii=False, indent=2))
     return 1
 
 
@@ -98,8 +102,11 @@ COMMANDS: tuple[str, ...] = (
     "lokal.cli:register",  # decide
     "lokal.cli_run:register",  # run, sandbox
     "lokal.bench.cli:register",  # bench, bfcl
-    "lokal.rag.cli:register",  # rag index|ask|search|stats|eval
+    "lokal.cli_rag:register",  # rag index|ask|search|stats|eval
+    "lokal.cli_mcp:register",  # mcp serve|list
     "lokal.memory.cli:register",  # conversations list|show|export|delete, memory ...
+    "lokal.cli_serve:register",  # serve
+    "lokal.cli_trace:register",  # trace view|export, traces list
 )
 
 

@@ -1,6 +1,6 @@
 """What every ``lokal`` command shares: exit codes, the model options, JSON files, one-line
 usage errors, and how a command adds itself to the parser. ``lokal.cli`` and the modules of
-the subcommands (``lokal.cli_run``, ``lokal.rag.cli``, ``lokal.memory.cli``,
+the subcommands (``lokal.cli_run``, ``lokal.cli_rag``, ``lokal.memory.cli``,
 ``lokal.bench.cli``) import it; it imports none of them."""
 
 from __future__ import annotations
@@ -12,6 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lokal.config import (
+    LEGACY_MODES,
+    STRATEGIES,
+    TOOL_CALLING,
+    Profile,
+    from_legacy_mode,
+    load_profile,
+)
 from lokal.errors import ConfigError, LokalError
 
 __all__ = [
@@ -116,7 +124,54 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tool_calling",
-        choices=["prompt_json", "builtin", "constrained", "staged"],
+        "--tool-calling",
+        dest="tool_calling",
+        choices=TOOL_CALLING,
         default=None,
         help="how tools reach the model (default: the profile's)",
     )
+    parser.add_argument(
+        "--backend",
+        default=None,
+        metavar="NAME",
+        help="replace the profile's backend (mock: the deterministic mock, no model)",
+    )
+
+
+def profile_from_args(args: argparse.Namespace) -> Profile:
+    """The profile the options name, with ``--tool_calling`` and ``--backend`` applied; loaded
+    once per command line (the input checks and the command share it)."""
+    loaded = vars(args).get("loaded_profile")
+    if loaded is None:
+        loaded = load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
+        if args.backend:
+            loaded = loaded.with_backend(args.backend)
+        args.loaded_profile = loaded
+    return loaded
+
+
+def add_strategy_argument(parser: argparse.ArgumentParser, *, legacy_mode: bool = False) -> None:
+    """``--strategy react|plan_execute``; with ``legacy_mode`` also the original command
+    lines' ``--mode prompt_json|plan_execute|mock`` (resolved by ``strategy_and_backend``)."""
+    parser.add_argument(
+        "--strategy", choices=STRATEGIES, default=None, help="how the agent proceeds (react)"
+    )
+    if legacy_mode:
+        parser.add_argument(
+            "--mode",
+            choices=tuple(LEGACY_MODES),
+            default=None,
+            help="the original name: prompt_json = --strategy react, plan_execute = "
+            "--strategy plan_execute, mock = --backend mock",
+        )
+
+
+def strategy_and_backend(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The strategy and the backend override the options ask for (``--mode`` resolved)."""
+    strategy, backend = args.strategy, args.backend
+    mode = getattr(args, "mode", None)
+    if mode is not None:
+        legacy_strategy, legacy_backend = from_legacy_mode(mode)
+        strategy = strategy or legacy_strategy
+        backend = backend or legacy_backend
+    return strategy or "react", backend

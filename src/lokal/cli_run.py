@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
+from lokal import events as ev
 from lokal.cli_common import (
     EXIT_ANSWERED,
     EXIT_CODES,
     EXIT_NO_ANSWER,
     add_command,
     add_model_arguments,
+    add_strategy_argument,
+    profile_from_args,
     require_text,
 )
 from lokal.errors import ConfigError
@@ -49,11 +52,15 @@ def check_run_inputs(args: argparse.Namespace) -> None:
     if getattr(args, "max_iterations", 1) < 1:
         raise ConfigError(f"--max_iterations must be at least 1, got {args.max_iterations}")
     trace = getattr(args, "trace", None)
+    if trace is not None and getattr(args, "no_trace", False):
+        raise ConfigError("--trace and --no-trace contradict each other; give one")
     if trace is not None and not Path(trace).expanduser().parent.is_dir():
         raise ConfigError(f"--trace {trace!r}: its folder does not exist")
-    from lokal.config import load_profile
+    if getattr(args, "mcp", None):  # MCP servers: the file, before any server starts
+        from lokal.mcp.config import load_mcp_config
 
-    load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
+        load_mcp_config(args.mcp)
+    profile_from_args(args)
 
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,9 +69,17 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", default=".", help="folder the file tools may use")
     parser.add_argument("--skills", default=None, help="folder of Agent Skills (SKILL.md)")
     parser.add_argument("--max_iterations", type=int, default=20)
-    parser.add_argument("--strategy", choices=["react", "plan_execute"], default="react")
+    add_strategy_argument(parser)
     parser.add_argument("--time_budget", type=float, default=600.0, help="seconds")
-    parser.add_argument("--trace", default=None, help="write every step as JSON lines")
+    parser.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="write every step as JSON lines here (default: a new file in $LOKAL_HOME/traces)",
+    )
+    parser.add_argument(
+        "--no-trace", "--no_trace", dest="no_trace", action="store_true", help="keep no trace"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quiet", action="store_true", help="no live progress")
     parser.add_argument(
@@ -82,18 +97,19 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--store_path", default=None, help="SQLite index file")
     parser.add_argument("--chroma_url", default=None, help="Chroma server URL")
+    parser.add_argument("--mcp", default=None, help="servers.json: tools of MCP servers")
 
 
-def build_agent(args: argparse.Namespace) -> Any:
+def build_agent(args: argparse.Namespace, resources: contextlib.ExitStack | None = None) -> Any:
     """The Agent for ``lokal run``'s options: built-in tools, skills, profile."""
-    from lokal.config import announce, load_profile
+    from lokal.config import announce
     from lokal.runtime import Agent, AgentSettings
     from lokal.skills.agent_skills import SkillLibrary, skill_tools
     from lokal.skills.builtin import register_builtin_tools
     from lokal.skills.workspace import Workspace
     from lokal.tools.registry import ToolRegistry
 
-    profile = load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
+    profile = profile_from_args(args)
     announce(profile)
     workspace = Workspace(args.workspace)
     registry = ToolRegistry()
@@ -106,11 +122,17 @@ def build_agent(args: argparse.Namespace) -> Any:
         system += "\n\n" + library.catalog_text()
     settings = AgentSettings(
         max_iterations=args.max_iterations,
-        strategy=args.strategy,
+        strategy=args.strategy or "react",
         time_budget_s=args.time_budget,
     )
     agent = Agent(profile, registry, settings=settings, system_prompt=system)
     _add_memory_and_knowledge(agent, args)
+    if getattr(args, "mcp", None):  # last: MCP names avoid every other tool's
+        from lokal.mcp.client import open_mcp_tools
+
+        if resources is None:
+            raise ConfigError("--mcp needs the run's resources, which stop the servers")
+        resources.enter_context(open_mcp_tools(args.mcp, registry=registry))
     return agent
 
 
@@ -165,8 +187,9 @@ def _short(value: Any, limit: int = 120) -> str:
 
 
 class LiveProgress:
-    """Prints each step of a run as it happens (rich, on stderr), with a spinner on a
-    terminal while the model decides or tools run: elapsed seconds and tokens so far."""
+    """Prints each step of a run as it happens (rich, on stderr), from the run's typed events
+    (``lokal.events``), with a spinner on a terminal while the model loads, decides or tools
+    run: elapsed seconds and tokens so far."""
 
     def __init__(self, console: Any = None) -> None:
         from lokal.live import Spinner, stderr_console
@@ -175,105 +198,98 @@ class LiveProgress:
         self.spinner = Spinner(self.console)
         self.running: list[str] = []  # tools of the current turn still running
 
-    def load_model(self, profile: Any) -> tuple[Any, float]:
-        """The profile's backend, loaded as a step of its own; (backend, seconds)."""
-        from lokal.llm.backends import get_backend
-
-        with self.spinner.step(f"loading {profile.display_name}"):
-            backend = get_backend(profile)
-        seconds = time.perf_counter() - self.spinner.started
-        self.console.print(f"[cyan]model[/] {_short(profile.display_name)} ready ({seconds:.1f} s)")
-        return backend, seconds
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
+    def __call__(self, event: ev.RunEvent) -> None:
         c = self.console
-        if kind == "run_start":
-            c.print(f"[bold]question[/]: {_short(event['question'], 500)}")
-            c.print(f"[dim]tools: {', '.join(event['tools'])}[/]")
-            memory = event.get("memory")
+        if isinstance(event, ev.RunStart):
+            c.print(f"[bold]question[/]: {_short(event.question, 500)}")
+            c.print(f"[dim]tools: {', '.join(event.tools)}[/]")
+            memory = event.memory
             if memory and memory.get("notes"):
                 chosen = ", ".join(f"#{n['id']} ({n['cosine']:.2f})" for n in memory["selected"])
                 c.print(
                     f"[dim]memory: {len(memory['selected'])} of {memory['notes']} note(s) above "
                     f"{memory['min_score']:.2f}{': ' + chosen if chosen else ''}[/]"
                 )
-        elif kind == "decision_start":
-            purpose = "deciding" if event["purpose"] == "decide" else event["purpose"]
-            self.spinner.start(f"step {event['iteration']}: {purpose}")
-        elif kind == "tool_start":
-            self.running.append(event["name"])
-            self.spinner.start(f"running {', '.join(self.running)}")
-        elif kind == "decision":
+            # the run loads the model next (a ModelLoad event), unless it was given one
+            self.spinner.start(f"loading {event.profile}")
+        elif isinstance(event, ev.ModelLoad):
             self.spinner.stop()
-            usage = event["usage"]
+            c.print(f"[cyan]model[/] {_short(event.model)} ready ({event.duration_s:.1f} s)")
+        elif isinstance(event, ev.DecisionStart):
+            purpose = "deciding" if event.purpose == "decide" else event.purpose
+            self.spinner.start(f"step {event.iteration}: {purpose}")
+        elif isinstance(event, ev.ToolStart):
+            self.running.append(event.name)
+            self.spinner.start(f"running {', '.join(self.running)}")
+        elif isinstance(event, ev.DecisionMade):
+            self.spinner.stop()
+            usage = event.usage
             head = (
-                f"[cyan]step {event['iteration']}[/] decision ({event['purpose']}, "
-                f"{event['latency_ms'] / 1000:.1f} s, {usage['prompt_tokens']}→"
-                f"{usage['completion_tokens']} tokens, {len(event['attempts'])} attempt(s))"
+                f"[cyan]step {event.iteration}[/] decision ({event.purpose}, "
+                f"{event.latency_ms / 1000:.1f} s, {usage['prompt_tokens']}→"
+                f"{usage['completion_tokens']} tokens, {len(event.attempts)} attempt(s))"
             )
             c.print(head)
-            message = event["ai_message"]
-            if event["status"] != "success":
-                c.print(f"  [red]unusable reply[/]: {_short(event['error']['message'])}")
+            message = event.ai_message
+            if event.status != "success" or message is None:
+                error = event.error or {}
+                c.print(f"  [red]unusable reply[/]: {_short(error.get('message', ''))}")
             elif message["tool_calls"]:
                 for call in message["tool_calls"]:
                     c.print(f"  → {call['name']}({_short(call['args'], 100)})")
             else:
                 c.print(f"  answer: {_short(message['content'])}")
-        elif kind == "tool_end":
-            if event["name"] in self.running:
-                self.running.remove(event["name"])
+        elif isinstance(event, ev.ToolEnd):
+            if event.name in self.running:
+                self.running.remove(event.name)
             if not self.running:
                 self.spinner.stop()
-            style = "green" if event["status"] == "success" else "red"
-            detail = "" if event["status"] == "success" else f": {_short(event['error'])}"
+            style = "green" if event.status == "success" else "red"
+            detail = "" if event.status == "success" else f": {_short(event.error)}"
             c.print(
-                f"    [{style}]{event['name']} {event['status']}[/] "
-                f"({event['duration_s'] * 1000:.0f} ms){detail}"
+                f"    [{style}]{event.name} {event.status}[/] "
+                f"({event.duration_s * 1000:.0f} ms){detail}"
             )
-        elif kind == "guard":
-            c.print(f"  [yellow]guard[/]: {event['guard']}")
-        elif kind == "final":
+        elif isinstance(event, ev.Guard):
+            c.print(f"  [yellow]guard[/]: {event.guard}")
+        elif isinstance(event, ev.Final):
             self.spinner.stop()
             c.print(
-                f"[bold]{event['status']}[/] after {event['iterations']} step(s), "
-                f"{event['duration_s']:.1f} s: {event['stop_reason']}"
+                f"[bold]{event.status}[/] after {event.iterations} step(s), "
+                f"{event.duration_s:.1f} s: {event.stop_reason}"
             )
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from lokal.llm.backends import get_backend
     from lokal.progress import listening
     from lokal.runtime import JsonlTrace
 
     check_run_inputs(args)  # before any model is loaded
-    agent = build_agent(args)
-    trace = JsonlTrace(args.trace) if args.trace else None
-    progress = None if args.quiet else LiveProgress()
-    # the model loads as a step of its own, before the run (and its time budget) starts
-    if progress:
-        agent.backend, load_s = progress.load_model(agent.profile)
-    else:
-        started = time.perf_counter()
-        agent.backend = get_backend(agent.profile)
-        load_s = time.perf_counter() - started
-    load = {"type": "model_load", "model": agent.profile.display_name, "duration_s": load_s}
-    if trace:
-        trace(load)
-        agent.subscribe(trace)
-    if progress:
-        agent.subscribe(progress)
-    try:
-        history = agent.memory.history() if hasattr(agent.memory, "history") else []
-        with listening(progress.spinner if progress else lambda fields: None):
-            result = agent.run(args.question, history=history)
-    finally:
-        if progress:
-            progress.spinner.stop()
+    with contextlib.ExitStack() as resources:  # what the run holds open: MCP servers
+        agent = build_agent(args, resources)
+        trace = None
+        if not getattr(args, "no_trace", False):  # every run is kept (docs/tracing.md)
+            from lokal.viewer.store import new_trace_path
+
+            trace = JsonlTrace(args.trace or new_trace_path())
+        progress = None if args.quiet else LiveProgress()
+        # the run loads the model itself, as a step of its own (a model_load event after
+        # run_start) that its time budget does not count; the progress display shows it
         if trace:
-            trace.close()
+            agent.subscribe(trace)
+        if progress:
+            agent.subscribe(progress)
+        try:
+            history = agent.memory.history() if hasattr(agent.memory, "history") else []
+            with listening(progress.spinner if progress else lambda fields: None):
+                result = agent.run(args.question, history=history)
+        finally:
+            if progress:
+                progress.spinner.stop()
+            if trace:
+                trace.close()
     if args.json:
+        load_s = sum(e.duration_s for e in result.events if isinstance(e, ev.ModelLoad))
         record = {**result.to_dict(), "model_load_s": round(load_s, 4)}
         print(json.dumps(record, ensure_ascii=False, indent=2))
     else:

@@ -109,10 +109,30 @@ class StagedSettings(_Strict):
     )
 
 
+# The two axes of a decision, each named once; command-line choices derive from these.
+Strategy = Literal["react", "plan_execute"]
+STRATEGIES: tuple[str, ...] = Strategy.__args__  # type: ignore[attr-defined]
+ToolCalling = Literal["prompt_json", "builtin", "constrained", "staged"]
+TOOL_CALLING: tuple[str, ...] = ToolCalling.__args__  # type: ignore[attr-defined]
+# The original command lines' ``--mode``: a strategy, or the mock backend.
+LEGACY_MODES: dict[str, tuple[str, str | None]] = {
+    "prompt_json": ("react", None),
+    "plan_execute": ("plan_execute", None),
+    "mock": ("react", "mock"),
+}
+
+
+def from_legacy_mode(mode: str) -> tuple[str, str | None]:
+    """``(strategy, backend)`` for an old ``--mode`` value (backend None: the profile's)."""
+    if mode not in LEGACY_MODES:
+        raise ConfigError(f"mode must be one of {', '.join(LEGACY_MODES)}, got {mode!r}")
+    return LEGACY_MODES[mode]
+
+
 class ToolCallingSettings(_Strict):
     """How tools reach the model (``mode``) and how its reply is judged."""
 
-    mode: Literal["prompt_json", "builtin", "constrained", "staged"] = "prompt_json"
+    mode: ToolCalling = "prompt_json"
     conflict_policy: Literal["tool_calls", "content", "error"] = "tool_calls"
     max_retries: int = Field(1, ge=0, le=10)
     calls_in_think: bool = False
@@ -125,6 +145,11 @@ class ToolCallingSettings(_Strict):
     )
     max_calls: int = Field(4, ge=1, le=16, description="bound on calls per reply (constrained)")
     parallel_calls: bool = Field(True, description="more than one call per reply")
+    answer_schema: dict[str, Any] | None = Field(
+        None,
+        description="JSON Schema a final answer's content must match (an API request's "
+        "response_format); None: free text",
+    )
     preselect_k: int | None = Field(
         None, ge=1, description="offer only the k tools that rank best against the question"
     )
@@ -332,19 +357,19 @@ def load_profile(
 MOCK_NAME = "deterministic mock (no model)"
 
 
-def model_line(profile: Profile, mode: str | None = None) -> str:
+def model_line(profile: Profile) -> str:
     """What ``announce`` prints: the profile's display name, or the mock when the decisions
-    come from the mock backend (the mock profile, or ``--mode mock`` on any profile)."""
-    if mode == "mock" or profile.backend == "mock":
-        name = profile.model.display_name if profile.backend == "mock" else None
+    come from the mock backend (the mock profile, or ``--backend mock`` on any profile)."""
+    if profile.backend == "mock":
+        name = profile.model.display_name
         shown = name if name and "mock" in name.lower() else MOCK_NAME
-        if profile.backend != "mock":
-            shown += f"; --mode mock, tool_calling of profile {profile.name!r}"
+        if "mock" not in profile.name:
+            shown += f"; tool_calling of profile {profile.name!r}"
         return f"model: {shown}"
     return f"model: {profile.display_name}"
 
 
-def announce(profile: Profile, mode: str | None = None) -> None:
+def announce(profile: Profile) -> None:
     """Print the selected model to stderr, as the original scripts' command line did (see
     ``model_line``)."""
-    print(model_line(profile, mode), file=sys.stderr, flush=True)
+    print(model_line(profile), file=sys.stderr, flush=True)

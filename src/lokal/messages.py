@@ -14,6 +14,7 @@ a conversation so and lists what it changed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
 from lokal.errors import MessageError
@@ -23,8 +24,11 @@ __all__ = [
     "ToolCall",
     "ToolMessage",
     "assign_call_ids",
+    "current_turn",
+    "decode_arguments",
     "from_openai_message",
     "from_openai_messages",
+    "last_user_text",
     "make_ai_message",
     "make_tool_message",
     "read_tool_result",
@@ -182,6 +186,20 @@ def read_tool_result(message: dict[str, Any]) -> dict[str, Any]:
     return {"status": status, "output": content, "error": None}
 
 
+def current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages after the last user message: the turn being answered."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return messages[last_user + 1 :]
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the last user message that has any: the question being answered."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and message.get("content"):
+            return str(message["content"])
+    return ""
+
+
 # --- OpenAI chat format ------------------------------------------------------------------
 
 
@@ -222,19 +240,42 @@ def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [to_openai_message(message) for message in messages]
 
 
-def _decode_arguments(arguments: Any, where: str) -> dict[str, Any]:
-    if arguments is None or arguments == "":
-        return {}
-    if isinstance(arguments, dict):
-        return arguments
-    if isinstance(arguments, str):
+# --- a call's arguments: the one decoder (the parser and the registry use it too) ---------
+
+_MAX_ENCODINGS = 3  # a JSON string encoded as a JSON string ... is unwrapped this often
+
+
+def decode_arguments(
+    arguments: Any, repair: Callable[[str], Any] | None = None
+) -> tuple[dict[str, Any], bool]:
+    """Arguments as a dict and whether repair was needed; ValueError when not an object.
+
+    ``None`` and ``""`` mean no arguments. A JSON string is decoded, also when it was encoded
+    twice. ``repair`` (text -> value or None) is tried on a string that is not strict JSON.
+    """
+    value = arguments
+    for _ in range(_MAX_ENCODINGS):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return {}, False
+        if isinstance(value, dict):
+            return value, False
+        if not isinstance(value, str):
+            break
         try:
-            decoded = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            raise MessageError(f"{where}: function.arguments is not valid JSON: {exc}") from exc
-        if isinstance(decoded, dict):
-            return decoded
-    raise MessageError(f"{where}: function.arguments must be a JSON object")
+            value = json.loads(value)
+        except (ValueError, RecursionError) as exc:
+            fixed = repair(value) if repair and value.strip()[:1] in "{[" else None
+            if isinstance(fixed, dict):
+                return fixed, True
+            raise ValueError(f"arguments are not valid JSON ({exc})") from None
+    raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+
+
+def _decode_arguments(arguments: Any, where: str) -> dict[str, Any]:
+    try:
+        return decode_arguments(arguments)[0]
+    except ValueError as exc:
+        raise MessageError(f"{where}: function.arguments: {exc}") from None
 
 
 def from_openai_message(message: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ The home is ``$LOKAL_HOME`` if set, else the user data directory
 - ``lokal.db``: conversations, runs, messages and notes (``lokal.memory``);
 - ``memory/``: global memory, markdown files (``lokal.memory.store``);
 - ``embedding_cache.db``: the embeddings of memory's notes;
-- ``rag/index.db``: the default document index, with its own ``rag/embedding_cache.db``.
+- ``rag/index.db``: the default document index, with its own ``rag/embedding_cache.db``;
+- ``traces/``: one JSON-lines trace per ``lokal run`` (``lokal traces list``).
 
 Every function reads the environment when called (tests set ``LOKAL_HOME`` per test) and
 creates nothing: the code that opens a file makes its folder.
@@ -23,6 +24,7 @@ __all__ = [
     "index_path",
     "lokal_home",
     "memory_dir",
+    "traces_dir",
 ]
 
 
@@ -54,3 +56,8 @@ def embedding_cache_path() -> Path:
 def index_path() -> Path:
     """The default SQLite document index of ``lokal rag``."""
     return lokal_home() / "rag" / "index.db"
+
+
+def traces_dir() -> Path:
+    """The folder where ``lokal run`` keeps the trace of every run (``lokal traces list``)."""
+    return lokal_home() / "traces"

@@ -19,8 +19,9 @@ parallel through the registry, and appends the AIMessage and the ToolMessages. G
 ``RunResult.answered`` says whether the run ended with an answer written by the model; when
 even the forced answer fails, the answer says so and lists the results in hand.
 
-Every step is an event (``run_start``, ``decision``, ``tool_start``, ``tool_end``, ``guard``,
-``final``) that a CLI, a log file (``JsonlTrace``) or a web page can subscribe to. A
+Every step is a typed event (``lokal.events``: ``RunStart``, ``ModelLoad``, ``DecisionStart``,
+``DecisionMade``, ``ToolStart``, ``ToolEnd``, ``Guard``, ``Final``) that a CLI, a log file
+(``JsonlTrace``, one ``event.to_dict()`` a line) or a web page can subscribe to. A
 ``decision`` gives its prompt by content hash, with only the messages new in the run
 (``prompt_ref``, ``prompt_messages``), so a trace grows linearly with the run:
 ``lokal.trace.read_trace`` / ``expand_events`` give the full ``prompt`` back.
@@ -34,6 +35,7 @@ assistant message holding the answer it ended with.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -44,10 +46,23 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from lokal.config import Profile
+from lokal.events import (
+    DecisionMade,
+    DecisionStart,
+    Final,
+    Guard,
+    ModelLoad,
+    RunEvent,
+    RunStart,
+    ToolEnd,
+    ToolStart,
+    event_from_dict,
+)
 from lokal.llm.backends import Backend
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.prompts import REPEAT_NOTE
 from lokal.messages import call_id, make_tool_message, read_tool_result, repair_conversation
+from lokal.records import Decision
 from lokal.tools.registry import ToolRegistry
 from lokal.trace import PromptEncoder
 
@@ -60,7 +75,7 @@ __all__ = [
     "RunResult",
 ]
 
-EventCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[RunEvent], None]  # called with each typed event (lokal.events)
 
 
 @dataclass
@@ -118,7 +133,7 @@ class RunResult:
     iterations: int
     usage: dict[str, int]
     duration_s: float
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)  # typed; .to_dict() for JSON
     answered: bool = True
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,8 +151,8 @@ class RunResult:
 
 
 class JsonlTrace:
-    """Writes every event as one JSON line, flushed at once (a crash loses at most the step
-    in flight)."""
+    """Writes every event as one JSON line (``event.to_dict()``), flushed at once (a crash
+    loses at most the step in flight)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -145,8 +160,8 @@ class JsonlTrace:
         self._file = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        line = json.dumps(event, ensure_ascii=False, default=str)
+    def __call__(self, event: RunEvent) -> None:
+        line = json.dumps(event.to_dict(), ensure_ascii=False, default=str)
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()
@@ -182,7 +197,8 @@ class Agent:
         self._lock = threading.Lock()
 
     def subscribe(self, callback: EventCallback) -> None:
-        """Call ``callback(event)`` for every step of every run."""
+        """Call ``callback(event)`` for every step of every run, with the typed event
+        (``lokal.events``)."""
         self._subscribers.append(callback)
 
     # -- the loop -----------------------------------------------------------------------
@@ -202,14 +218,14 @@ class _Run:
         self.agent = agent
         self.settings = agent.settings
         self.question = question
-        self.events: list[dict[str, Any]] = []
+        self.events: list[RunEvent] = []
         self.seq = 0
         self.started = time.perf_counter()
         self.budget_started: float | None = None  # set at the first decision
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.calls_seen: Counter[str] = Counter()
         self.prompts = PromptEncoder()  # decision events give prompts by content hash
-        self.tools_schema = agent.registry.schemas("openai")
+        self.tools = list(agent.registry)  # Tools are ToolSpecs: checked once, passed as is
         system = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
         # the history as a valid conversation (a call without its result would leave the
         # prompt with a dangling call); repairs made here or by the store that loaded it
@@ -224,16 +240,16 @@ class _Run:
         ]
         self.run_start = len(self.messages) - 1  # this run's messages start at the question
 
-    def emit(self, kind: str, **payload: Any) -> None:
+    def emit(self, event: RunEvent) -> None:
+        """Stamp ``event`` with its place in the run and give it to every subscriber."""
         with self.agent._lock:
             self.seq += 1
-            event = {
-                "type": kind,
-                "seq": self.seq,
-                "time": time.time(),
-                "elapsed_s": round(time.perf_counter() - self.started, 4),
-                **payload,
-            }
+            event = dataclasses.replace(
+                event,
+                seq=self.seq,
+                time=time.time(),
+                elapsed_s=round(time.perf_counter() - self.started, 4),
+            )
             self.events.append(event)
         for callback in self.agent._subscribers:
             callback(event)
@@ -247,7 +263,8 @@ class _Run:
     def load_model(self) -> None:
         """Load the profile's backend before the first decision, as a step of its own (a
         ``model_load`` event with its duration) that the time budget does not count. Nothing
-        to do when the agent was given its backend (``lokal run`` loads it before the run)."""
+        to do when the agent was given its backend. The one producer of ``model_load``:
+        ``lokal run`` shows it live from this event."""
         if self.agent.backend is not None:
             return
         from lokal.llm.backends import get_backend
@@ -255,37 +272,40 @@ class _Run:
         started = time.perf_counter()
         get_backend(self.agent.profile)  # cached: the decisions reuse it
         seconds = round(time.perf_counter() - started, 4)
-        self.emit("model_load", model=self.agent.profile.display_name, duration_s=seconds)
+        self.emit(ModelLoad(model=self.agent.profile.display_name, duration_s=seconds))
 
-    def decide(self, iteration: int, purpose: str | None = None) -> dict[str, Any]:
-        mode = "plan_execute" if self.settings.strategy == "plan_execute" else "prompt_json"
-        self.emit("decision_start", iteration=iteration, purpose=purpose or "decide")
+    def decide(self, iteration: int, purpose: str | None = None) -> Decision:
+        self.emit(DecisionStart(iteration=iteration, purpose=purpose or "decide"))
         result = generate_ai_message(
             self.agent.profile,
             self.messages,
-            self.tools_schema,
-            mode=mode,
+            # the registry as it is now: tools withdrawn during the run (an MCP server that
+            # died) are no longer offered
+            list(self.agent.registry),
+            strategy=self.settings.strategy,
             backend=self.agent.backend,
             purpose=purpose,
         )
-        for key in self.usage:
-            self.usage[key] += result["usage"][key] or 0
-        if result["status"] == "success" and result["ai_message"]["tool_calls"]:
-            result["ai_message"] = self.numbered(result["ai_message"])
+        self.usage["prompt_tokens"] += result.usage.prompt_tokens or 0
+        self.usage["completion_tokens"] += result.usage.completion_tokens or 0
+        if result.ok and result.tool_calls:
+            result.ai_message = self.numbered(result.ai_message)
+        record = result.to_dict()
         self.emit(
-            "decision",
-            iteration=iteration,
-            purpose=result["purpose"],
-            status=result["status"],
-            # the prompt by reference: only what is new since the previous decision
-            **self.prompts.prompt(result["prompt"]),
-            raw_text=result["raw_text"],
-            parse=result["parse"],
-            attempts=self.prompts.attempts(result["attempts"]),
-            usage=result["usage"],
-            latency_ms=result["latency_ms"],
-            ai_message=result["ai_message"],
-            error=result["error"],
+            DecisionMade(
+                iteration=iteration,
+                purpose=result.purpose,
+                status=result.status,
+                # the prompt by reference: only what is new since the previous decision
+                **self.prompts.prompt(result.prompt),
+                raw_text=result.raw_text,
+                parse=result.parse,
+                attempts=self.prompts.attempts(record["attempts"]),
+                usage=record["usage"],
+                latency_ms=result.latency_ms,
+                ai_message=result.ai_message,
+                error=record["error"],
+            )
         )
         return result
 
@@ -297,14 +317,15 @@ class _Run:
             # the run's outcome ends its conversation even when the model wrote no answer
             self.messages.append({"role": "assistant", "content": answer, "tool_calls": []})
         self.emit(
-            "final",
-            status=status,
-            answer=answer,
-            answered=answered,
-            stop_reason=reason,
-            iterations=iterations,
-            usage=dict(self.usage),
-            duration_s=duration,
+            Final(
+                status=status,
+                answer=answer,
+                answered=answered,
+                stop_reason=reason,
+                iterations=iterations,
+                usage=dict(self.usage),
+                duration_s=duration,
+            )
         )
         return RunResult(
             question=self.question,
@@ -322,15 +343,16 @@ class _Run:
     def execute(self) -> RunResult:
         s = self.settings
         self.emit(
-            "run_start",
-            question=self.question,
-            profile=self.agent.profile.name,
-            strategy=s.strategy,
-            tools=[t["function"]["name"] for t in self.tools_schema],
-            max_iterations=s.max_iterations,
-            history_repairs=self.history_repairs,
-            # the notes memory selected for this question, with their scores (if it says)
-            memory=getattr(self.agent.memory, "last_selection", None),
+            RunStart(
+                question=self.question,
+                profile=self.agent.profile.name,
+                strategy=s.strategy,
+                tools=[t.name for t in self.tools],
+                max_iterations=s.max_iterations,
+                history_repairs=self.history_repairs,
+                # the notes memory selected for this question, with their scores (if it says)
+                memory=getattr(self.agent.memory, "last_selection", None),
+            )
         )
         self.load_model()
         self.budget_started = time.perf_counter()  # the time budget starts here
@@ -338,10 +360,12 @@ class _Run:
             if self.over_budget():
                 return self.stop_for_time(iteration - 1)
             result = self.decide(iteration)
-            if result["status"] != "success":
-                reason = f"the model gave no usable reply: {result['error']['message']}"
+            if not result.ok:
+                assert result.error is not None
+                reason = f"the model gave no usable reply: {result.error.message}"
                 return self.force_final("decision_error", reason, iteration)
-            message = result["ai_message"]
+            message = result.ai_message
+            assert message is not None
             if not message["tool_calls"]:
                 self.messages.append(message)
                 return self.finish("final", message["content"], "the model answered", iteration)
@@ -353,7 +377,7 @@ class _Run:
                 return self.stop_for_time(iteration)
             self.messages.append(message)
             self.messages.extend(self.run_calls(message["tool_calls"], iteration))
-        self.emit("guard", guard="max_iterations", iteration=s.max_iterations)
+        self.emit(Guard(guard="max_iterations", iteration=s.max_iterations))
         reason = f"reached max_iterations={s.max_iterations}"
         return self.force_final("max_iterations", reason, s.max_iterations)
 
@@ -367,7 +391,10 @@ class _Run:
                 fresh,
                 max_workers=self.settings.max_parallel_tools,
                 default_timeout=self.settings.tool_timeout_s,
-                on_event=lambda kind, payload: self.emit(kind, iteration=iteration, **payload),
+                # the registry's tool_start / tool_end payloads, read into their classes
+                on_event=lambda kind, payload: self.emit(
+                    event_from_dict({"type": kind, "iteration": iteration, **payload})
+                ),
             )
             if fresh
             else []
@@ -395,18 +422,19 @@ class _Run:
                 "args": call["args"],
                 "reused": True,
             }
-            self.emit("tool_start", **common, **stamp)
+            self.emit(ToolStart(**common, **stamp))
             self.emit(
-                "tool_end",
-                **common,
-                **stamp,
-                end_perf=stamp["start_perf"],
-                end_time=stamp["start_time"],
-                duration_s=0.0,
-                status="success",
-                error=None,
-                timed_out=False,
-                message=message,
+                ToolEnd(
+                    **common,
+                    **stamp,
+                    end_perf=stamp["start_perf"],
+                    end_time=stamp["start_time"],
+                    duration_s=0.0,
+                    status="success",
+                    error=None,
+                    timed_out=False,
+                    message=message,
+                )
             )
             out.append(message)
         return out
@@ -471,13 +499,13 @@ class _Run:
         times = self.calls_seen[_call_key(call)]
         args = json.dumps(call["args"], ensure_ascii=False)
         reason = f"the model asked for {call['name']}({args}) {times} times with the same arguments"
-        self.emit("guard", guard="repeated_call", iteration=iteration, call=call, times=times)
+        self.emit(Guard(guard="repeated_call", iteration=iteration, call=call, times=times))
         return self.force_final("repeated_call", reason, iteration)
 
     def stop_for_time(self, iterations: int) -> RunResult:
         budget = self.settings.time_budget_s
         reason = f"the time budget of {budget} s ran out"
-        self.emit("guard", guard="time_budget", iteration=iterations, budget_s=budget)
+        self.emit(Guard(guard="time_budget", iteration=iterations, budget_s=budget))
         return self.finish(
             "time_budget", self.results_in_hand(reason), reason, iterations, answered=False
         )
@@ -489,11 +517,10 @@ class _Run:
         if self.over_budget():
             return self.stop_for_time(iterations)
         result = self.decide(iterations + 1, purpose="final")
-        if result["status"] == "success":
-            message = result["ai_message"]
-            self.messages.append(message)
-            return self.finish(status, message["content"], reason, iterations)
-        reason += f", which failed too ({result['error']['message']})"
+        if result.ok and result.ai_message is not None:
+            self.messages.append(result.ai_message)
+            return self.finish(status, result.ai_message["content"], reason, iterations)
+        reason += f", which failed too ({result.error.message if result.error else 'no reply'})"
         return self.finish(status, self.results_in_hand(reason), reason, iterations, answered=False)
 
     def results_in_hand(self, reason: str) -> str:

@@ -23,7 +23,10 @@ the same rule. Readers get the full prompts back with::
     from lokal.trace import expand_events, read_trace
 
     events = read_trace("trace.jsonl")  # decision events with "prompt" (and "prompt_text")
-    events = expand_events(result.events)  # the same for a RunResult
+    events = expand_events(result.events)  # the same for a RunResult (typed events in)
+
+Both give dicts, the trace's JSON objects; ``lokal.events.event_from_dict`` reads one back
+into its typed class (``DecisionMade.prompt`` holds an expanded prompt).
 
 ``python -m lokal.trace trace.jsonl`` prints the expanded trace as JSON lines. Events in
 the old format (a ``prompt`` list) pass through unchanged.
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from lokal.errors import LokalError
+from lokal.events import DecisionMade, RunEvent
 
 __all__ = [
     "PromptEncoder",
@@ -172,10 +176,13 @@ class TraceReader:
         self._prompts: dict[str, list[str]] = {}
         self._texts: dict[str, str] = {}
 
-    def expand(self, event: dict[str, Any]) -> dict[str, Any]:
-        """``event`` with ``prompt`` (and each attempt's ``backend.prompt_text``) in full;
+    def expand(self, event: RunEvent | dict[str, Any]) -> dict[str, Any]:
+        """``event`` (a trace's dict, or a typed event as a subscriber gets it, read as its
+        ``to_dict()``) with ``prompt`` (and each attempt's ``backend.prompt_text``) in full;
         other events, and decisions in the old format, are returned as they are."""
-        if event.get("type") != "decision" or "prompt_ref" not in event:
+        if isinstance(event, RunEvent):
+            event = event.to_dict()
+        if event.get("type") != DecisionMade.type or "prompt_ref" not in event:
             return event
         for h, message in (event.get("prompt_messages") or {}).items():
             self._messages[h] = message
@@ -239,9 +246,9 @@ class TraceReader:
         return {**attempt, "backend": backend}
 
 
-def expand_events(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The events (``RunResult.events``, or a trace's) with every decision's prompt in full.
-    The events given are not changed."""
+def expand_events(events: Iterable[RunEvent | dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events (``RunResult.events``' typed events, or a trace's dicts) as dicts, with
+    every decision's prompt in full. The events given are not changed."""
     reader = TraceReader()
     return [reader.expand(event) for event in events]
 

@@ -186,7 +186,7 @@ def run_bench(
         try:
             result = generate_ai_message(
                 tc_profile, case["messages"], tools, mode=run_mode, backend=backend
-            )
+            ).to_dict()  # bench rows are JSON
         except LokalError as exc:  # a case the profile cannot run (e.g. unsupported mode)
             result = {
                 "status": "error",

@@ -166,19 +166,16 @@ def _run_lokal(profile: Profile, pipeline: str, entry: dict[str, Any]) -> dict[s
     result = generate_ai_message(
         profile.with_tool_calling(mode=pipeline), entry["question"][0], functions
     )
-    message = result["ai_message"] or {"tool_calls": []}
-    decoded = [
-        {_real_name(call["name"], functions): call["args"]} for call in message["tool_calls"]
-    ]
-    error = result["error"]
+    decoded = [{_real_name(call["name"], functions): call["args"]} for call in result.tool_calls]
+    error = result.error
     return {
         "decoded": decoded,
-        "raw_text": result["raw_text"],
-        "valid": result["status"] == "success",
-        "latency_ms": result["latency_ms"],
-        "prompt_tokens": result["usage"]["prompt_tokens"] or 0,
-        "completion_tokens": result["usage"]["completion_tokens"] or 0,
-        "error": f"{error['type']}: {error['message']}" if error else None,
+        "raw_text": result.raw_text,
+        "valid": result.ok,
+        "latency_ms": result.latency_ms,
+        "prompt_tokens": result.usage.prompt_tokens or 0,
+        "completion_tokens": result.usage.completion_tokens or 0,
+        "error": f"{error.type}: {error.message}" if error else None,
     }
 
 

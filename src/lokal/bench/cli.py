@@ -12,9 +12,8 @@ from typing import Any
 
 from lokal.bench.report import LATENCY_HEADERS
 from lokal.cli_common import add_command, read_json_file
+from lokal.config import LEGACY_MODES, TOOL_CALLING
 from lokal.errors import ConfigError
-
-_TC_MODES = ("prompt_json", "builtin", "constrained", "staged")
 
 
 def _split(value: str | list[str] | None) -> list[str]:
@@ -86,7 +85,7 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modes",
         default=None,
-        help="comma list of tool_calling modes: prompt_json,builtin,constrained "
+        help=f"comma list of tool_calling modes: {','.join(TOOL_CALLING)} "
         "(default: each profile's own)",
     )
     parser.add_argument("--cases", default="data/bench_cases", help="directory of case files")
@@ -97,9 +96,10 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--mode",
-        choices=["prompt_json", "plan_execute", "mock"],
+        choices=tuple(LEGACY_MODES),
         default="prompt_json",
-        help="decision mode (a case's own mode wins unless this is mock)",
+        help="the cases' strategy by its original name (a case's own mode wins unless this is "
+        "mock, which runs every case on the mock backend)",
     )
     parser.add_argument("--outdir", default="outputs/bench", help="where the reports go")
     parser.add_argument("--concurrency", type=int, default=1, help="cases in flight at once")
@@ -136,8 +136,8 @@ def bench_command(args: argparse.Namespace) -> int:
         raise ConfigError("--concurrency must be at least 1")
     modes = _split(args.modes) or [None]
     for mode in modes:
-        if mode not in (None, *_TC_MODES):
-            raise ConfigError(f"--modes: {mode!r} is not one of {', '.join(_TC_MODES)}")
+        if mode not in (None, *TOOL_CALLING):
+            raise ConfigError(f"--modes: {mode!r} is not one of {', '.join(TOOL_CALLING)}")
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
     profiles = [load_profile(args.model_config, name) for name in _split(args.profiles) or [None]]

@@ -7,14 +7,14 @@ messages) raises ConfigError or MessageError with a message saying how to fix it
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
-from lokal.config import Profile, load_profile
+from lokal.config import STRATEGIES, Profile, from_legacy_mode, load_profile
 from lokal.errors import BackendError, ConfigError, MessageError, ParseError
 from lokal.llm import grammar
 from lokal.llm.backends import (
@@ -24,7 +24,7 @@ from lokal.llm.backends import (
     check_mode_supported,
     get_backend,
 )
-from lokal.llm.parsing import ParseResult, coerce_args, parse_model_output, resolve_tool_name
+from lokal.llm.parser import ParseResult, coerce_args, parse_model_output, resolve_tool_name
 from lokal.llm.plan import parse_plan_output
 from lokal.llm.prompts import (
     CORRECTIVE,
@@ -36,12 +36,12 @@ from lokal.llm.prompts import (
 from lokal.llm.quality import reply_problem, text_loop, trim_loop
 from lokal.llm.select import Selection, default_selector, evidence
 from lokal.llm.staged import StagedEngine, call_key, can_score
-from lokal.messages import make_ai_message, read_tool_result
-from lokal.schema import normalize_tools_schema, to_openai_tools
+from lokal.messages import current_turn, last_user_text, make_ai_message, read_tool_result
+from lokal.records import Attempt, Decision, Usage
+from lokal.tools.schema import ToolSpec, openai_tools, tool_specs
 
-__all__ = ["DECISION_MODES", "generate_ai_message", "validate_conversation"]
+__all__ = ["generate_ai_message", "validate_conversation"]
 
-DECISION_MODES = ("prompt_json", "plan_execute", "mock")
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -116,7 +116,7 @@ def _check_quality(
 
 def _preselect(
     messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
+    tools: list[ToolSpec],
     settings: Any,
     staged: bool,
 ) -> Selection | None:
@@ -151,25 +151,13 @@ def validate_conversation(messages: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def _current_turn_has_results(messages: list[dict[str, Any]]) -> bool:
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    return any(m.get("role") == "tool" for m in messages[last_user + 1 :])
+def _results(turn: list[dict[str, Any]]) -> list[Any]:
+    """The outputs of the ToolMessages of the current turn."""
+    return [read_tool_result(m).get("output") for m in turn if m.get("role") == "tool"]
 
 
-def _current_turn_results(messages: list[dict[str, Any]]) -> list[Any]:
-    """The outputs of the ToolMessages since the last user message."""
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    return [
-        read_tool_result(m).get("output")
-        for m in messages[last_user + 1 :]
-        if m.get("role") == "tool"
-    ]
-
-
-def _current_turn_done_calls(messages: list[dict[str, Any]]) -> set[str]:
-    """The calls made since the last user message whose result was a success."""
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    turn = messages[last_user + 1 :]
+def _done_calls(turn: list[dict[str, Any]]) -> set[str]:
+    """The calls of the current turn whose result was a success."""
     ok = {
         m.get("tool_call_id")
         for m in turn
@@ -184,22 +172,15 @@ def _current_turn_done_calls(messages: list[dict[str, Any]]) -> set[str]:
     }
 
 
-def _validate_arguments(message: dict[str, Any], tools: dict[str, dict[str, Any]]) -> None:
+def _validate_arguments(message: dict[str, Any], tools: dict[str, ToolSpec]) -> None:
+    """Raise _Unusable for a call the tools cannot take, worded as the registry words it."""
     if message["tool_calls"] and not tools:
         raise _Unusable("unknown_tool", "no tools are available; answer with content instead")
     for call in message["tool_calls"]:
-        schema = tools[call["name"]]["parameters"]
-        try:
-            validator = Draft202012Validator(schema)
-            error = next(iter(sorted(validator.iter_errors(call["args"]), key=str)), None)
-        except SchemaError as exc:  # the tools schema itself is wrong: the caller's mistake
-            raise ConfigError(
-                f"tool {call['name']!r} has an invalid parameters schema: {exc}"
-            ) from exc
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
+        problem = tools[call["name"]].validate(call["args"])
+        if problem is not None:
             raise _Unusable(
-                "invalid_arguments", f"tool {call['name']!r}, argument {where}: {error.message}"
+                "invalid_arguments", f"invalid arguments for tool '{call['name']}': {problem}"
             )
 
 
@@ -239,11 +220,118 @@ def _corrective(error: str, mode: str) -> str:
     return CORRECTIVE.format(error=error, how=how)
 
 
+_CHOICES = ("none", "auto", "required")
+
+
+def _tool_choice(tool_choice: Any, tools: list[ToolSpec]) -> tuple[list[ToolSpec], str]:
+    """The tools a reply may call and the choice left (``none | auto | required``) for an
+    OpenAI ``tool_choice``: a string, a named function ``{"type": "function", "function":
+    {"name"}}`` (that tool, required) or ``{"type": "allowed_tools", "allowed_tools":
+    {"mode", "tools"}}`` (those tools, ``auto`` or ``required``)."""
+    if tool_choice is None:
+        return tools, "auto"
+    if isinstance(tool_choice, str):
+        if tool_choice not in _CHOICES:
+            raise ConfigError(
+                f"tool_choice must be one of {', '.join(_CHOICES)}, a named function or "
+                f"allowed_tools, got {tool_choice!r}"
+            )
+        return tools, tool_choice
+    kind = tool_choice.get("type") if isinstance(tool_choice, dict) else None
+    if kind == "function":
+        names = [(tool_choice.get("function") or {}).get("name")]
+        mode = "required"
+    elif kind == "allowed_tools":
+        allowed = tool_choice.get("allowed_tools") or {}
+        mode = allowed.get("mode", "auto")
+        if mode not in ("auto", "required"):
+            raise ConfigError(
+                f"tool_choice.allowed_tools.mode must be auto or required, got {mode!r}"
+            )
+        names = [
+            (entry.get("function") or {}).get("name", entry.get("name"))
+            for entry in allowed.get("tools") or []
+            if isinstance(entry, dict)
+        ]
+    else:
+        raise ConfigError(f"tool_choice has an unknown form: {tool_choice!r}")
+    offered = {tool.name for tool in tools}
+    unknown = [name for name in names if name not in offered]
+    if unknown or not names:
+        raise ConfigError(
+            f"tool_choice names {', '.join(map(repr, unknown)) or 'no tool'}, which is not "
+            f"among the tools ({', '.join(sorted(offered)) or 'none'})"
+        )
+    return [tool for tool in tools if tool.name in names], mode
+
+
+def _answer_schema(response_format: Any) -> dict[str, Any] | None:
+    """The JSON Schema an answer must match for an OpenAI ``response_format`` (None: text)."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind in (None, "text"):
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        if not isinstance(schema, dict):
+            raise ConfigError("response_format.json_schema.schema must be a JSON Schema object")
+        try:
+            Draft202012Validator.check_schema(schema)
+        except Exception as exc:  # jsonschema's SchemaError
+            raise ConfigError(
+                f"response_format.json_schema.schema is not a JSON Schema: {exc.args[0]}"
+            ) from None
+        return schema
+    raise ConfigError(
+        f"response_format.type must be text, json_object or json_schema, got {kind!r}"
+    )
+
+
+def _json_answer(completion: Completion) -> dict[str, Any] | None:
+    """The AIMessage of a reply that is the envelope ``{"content": <JSON value>}`` (what the
+    grammar of a ``response_format`` writes), else None."""
+    try:
+        value = json.loads(completion.text)
+    except (ValueError, RecursionError):
+        return None
+    if (
+        isinstance(value, dict)
+        and set(value) == {"content"}
+        and not isinstance(value["content"], str)
+    ):
+        return make_ai_message(json.dumps(value["content"], ensure_ascii=False))
+    return None
+
+
+def _check_answer_format(message: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The answer with its content as compact JSON; _Unusable when it is not JSON matching
+    ``schema``."""
+    text = (message.get("content") or "").strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _Unusable(
+            "parse_error", "the answer must be a JSON value (response_format), not plain text"
+        ) from None
+    error = next(Draft202012Validator(schema).iter_errors(value), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the answer"
+        raise _Unusable(
+            "parse_error", f"the JSON answer does not match the schema at {where}: {error.message}"
+        )
+    return make_ai_message(json.dumps(value, ensure_ascii=False))
+
+
 def _resolve_profile(
     model_config: str | Path | dict | Profile | None,
     model_name: str | None,
     tool_calling: str | None,
-    mode: str,
+    backend_name: str | None,
 ) -> Profile:
     if isinstance(model_config, Profile):
         profile = model_config
@@ -251,150 +339,191 @@ def _resolve_profile(
             profile = profile.with_tool_calling(mode=tool_calling)
     else:
         profile = load_profile(model_config, model_name, tool_calling=tool_calling)
-    if mode == "mock":
-        profile = profile.with_backend("mock")
+    if backend_name:
+        profile = profile.with_backend(backend_name)
     return profile
 
 
 def generate_ai_message(
     model_config: str | Path | dict | Profile | None,
     messages: list[dict[str, Any]],
-    tools_schema: list[dict[str, Any]] | None,
-    mode: str = "prompt_json",
+    tools_schema: Any = None,
+    mode: str | None = None,
     model_name: str | None = None,
     tool_calling: str | None = None,
     *,
-    backend: Backend | None = None,
+    strategy: str | None = None,
+    backend: Backend | str | None = None,
     purpose: str | None = None,
-) -> dict[str, Any]:
-    """Ask the model for the next step and return the result record.
+    tool_choice: Any = None,
+    parallel_tool_calls: bool = True,
+    response_format: Any = None,
+) -> Decision:
+    """Ask the model for the next step and return the decision record.
 
-    ``mode``: ``prompt_json`` (one ReAct decision), ``plan_execute`` (a plan on the first
-    turn, step decisions after tool results) or ``mock`` (the deterministic mock backend).
-    ``tool_calling`` overrides the profile's ``prompt_json | builtin | constrained``.
-    ``backend`` replaces the profile's backend (tests pass a ScriptedBackend).
-    ``purpose="final"`` asks for a final answer with tools disabled.
+    ``tools_schema``: the tools on offer in any accepted form (``ToolSpec``s, ``@tool``
+    functions, OpenAI or flat dicts, BFCL types), checked before the model runs.
+    ``strategy``: ``react`` (one decision) or ``plan_execute`` (a plan on the first turn, step
+    decisions after tool results). ``tool_calling`` overrides the profile's
+    ``prompt_json | builtin | constrained | staged``. ``backend`` replaces the profile's
+    backend: a name (``"mock"``) or an instance (tests pass a ScriptedBackend).
+    ``mode`` is the original command lines' name for the first axis (``prompt_json``,
+    ``plan_execute``, or ``mock`` for the mock backend). ``purpose="final"`` asks for a final
+    answer with tools disabled.
+
+    ``tool_choice`` (OpenAI's): ``"none"`` disables the tools (as ``purpose="final"``),
+    ``"auto"`` (default) lets the model choose, ``"required"`` makes a reply without a call
+    unusable (constrained: no answer branch in the grammar; staged: the call is forced;
+    otherwise such a reply is retried with a corrective message); a named function or
+    ``allowed_tools`` restricts the tools to those names first (named: required).
+    ``parallel_tool_calls=False`` allows one call per reply (grammar ``maxItems: 1``, staged:
+    no second call; a parsed reply with more keeps the first, the others are recorded in
+    ``parse.dropped_calls``). ``response_format`` (``json_object`` or ``json_schema``) makes
+    the answer's content JSON matching it, by grammar where the mode has one and checked (and
+    retried) in every mode.
     """
-    if mode not in DECISION_MODES:
-        raise ConfigError(f"mode must be one of {', '.join(DECISION_MODES)}, got {mode!r}")
-    profile = _resolve_profile(model_config, model_name, tool_calling, mode)
+    backend_name = backend if isinstance(backend, str) else None
+    if mode is not None:
+        legacy_strategy, legacy_backend = from_legacy_mode(mode)
+        strategy = strategy or legacy_strategy
+        backend_name = backend_name or legacy_backend
+    strategy = strategy or "react"
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    profile = _resolve_profile(model_config, model_name, tool_calling, backend_name)
     messages = validate_conversation(messages)
-    tools = normalize_tools_schema(tools_schema)
-    tools_index = {tool["name"]: tool for tool in tools}
+    tools = tool_specs(tools_schema)
+    tools, choice = _tool_choice(tool_choice, tools)
+    answer_schema = _answer_schema(response_format)
+    if not parallel_tool_calls:
+        profile = profile.with_tool_calling(parallel_calls=False)
+    tools_index = {tool.name: tool for tool in tools}
     settings = profile.tool_calling
+    if answer_schema is not None:
+        settings = settings.model_copy(update={"answer_schema": answer_schema})
+    if choice == "none" and purpose is None:
+        purpose = "final"
     # the caller's system prompt: an answer that copies it back is not an answer
     first = messages[0] if messages else {}
     system = str(first.get("content") or "") if first.get("role") == "system" else ""
-    if purpose is None:
-        if mode == "plan_execute":
-            purpose = "step" if _current_turn_has_results(messages) else "plan"
-        else:
-            purpose = "decide"
+    turn = current_turn(messages)
+    has_results = any(m.get("role") == "tool" for m in turn)
+    if purpose is None and strategy == "plan_execute":
+        purpose = "step" if has_results else "plan"
+    purpose = purpose or "decide"
     if purpose == "final":
         tools, tools_index = [], {}
+    call_required = choice == "required" and bool(tools) and purpose != "plan"
     tc_mode = settings.mode
-    backend = backend or get_backend(profile)
-    staged = tc_mode == "staged" and can_score(backend)
+    engine_backend = get_backend(profile) if backend is None or backend_name else backend
+    staged = tc_mode == "staged" and can_score(engine_backend)
     if tc_mode == "staged" and not staged:
         tc_mode = "constrained"  # a backend that cannot score: one grammar over the reply
     if not staged:
-        check_mode_supported(backend, tc_mode, profile.name)
+        check_mode_supported(engine_backend, tc_mode, profile.name)
     known = tools  # a reply may call any tool of the conversation, offered or not
     selection = _preselect(messages, tools, settings, staged)
     if selection is not None:
-        tools = [tool for tool in tools if tool["name"] in selection.offered]
+        tools = [tool for tool in tools if tool.name in selection.offered]
+    wire_tools = openai_tools(tools) or None
 
     response_schema = None
     if tc_mode == "constrained":
-        response_schema = grammar.reply_schema(tools, plan=purpose == "plan", settings=settings)
+        response_schema = grammar.reply_schema(
+            tools,
+            plan=purpose == "plan",
+            settings=settings,
+            require_call=call_required,
+            one_call=not parallel_tool_calls,
+        )
     prompt_mode = "staged" if staged else tc_mode
     found = evidence(messages, k=3) if staged else None
-    prompt, dropped = _fit_prompt(backend, messages, tools, prompt_mode, purpose, profile, found)
-    record: dict[str, Any] = {
-        "status": "error",
-        "ai_message": None,
-        "raw_text": "",
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-        "latency_ms": 0.0,
-        "parse": {"format": None, "repaired": False, "attempts": 0},
-        "attempts": [],
-        "error": None,
-        "model": {
+    prompt, dropped = _fit_prompt(
+        engine_backend, messages, tools, prompt_mode, purpose, profile, found
+    )
+    record = Decision(
+        model={
             "profile": profile.name,
             "display_name": profile.display_name,
-            "backend": backend.name,
+            "backend": engine_backend.name,
         },
-        "mode": mode,
-        "purpose": purpose,
-        "tool_calling": "staged" if staged else tc_mode,
-        "dropped_messages": dropped,
-        "prompt": prompt,
-    }
+        strategy=strategy,
+        purpose=purpose,
+        tool_calling="staged" if staged else tc_mode,
+        prompt=prompt,
+        dropped_messages=dropped,
+    )
     if settings.mode == "staged" and not staged:
-        record["fallback"] = f"backend {backend.name!r} cannot score; one grammar per reply"
+        record.fallback = f"backend {engine_backend.name!r} cannot score; one grammar per reply"
     if selection is not None:
-        record["selection"] = selection.to_dict()
-    user_texts = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        record.selection = selection.to_dict()
+    question = last_user_text(messages)
     started = time.perf_counter()
     for attempt_number in range(settings.max_retries + 1):
         request = GenerationRequest(
             messages=prompt,
             settings=profile.generation,
-            tools=to_openai_tools(tools) if tools else None,
+            tools=wire_tools,
             pass_tools=tc_mode == "builtin",
             response_schema=response_schema,
             purpose=purpose,
             conversation=messages,
         )
         force = None
-        if (
-            record["attempts"]
-            and record["attempts"][-1].get("error", {}).get("type") == "bad_reply"
-        ):
+        previous = record.attempts[-1] if record.attempts else None
+        if previous is not None and previous.error and previous.error.type == "bad_reply":
             # the content was bad, not the choice to answer or call: keep the choice
-            force = (record["attempts"][-1].get("staged") or {}).get("choice")
+            force = (previous.staged or {}).get("choice")
         attempt_started = time.perf_counter()
-        attempt: dict[str, Any] = {"attempt": attempt_number + 1, "raw_text": ""}
-        record["attempts"].append(attempt)
-        record["prompt"] = prompt
+        attempt = Attempt(number=attempt_number + 1)
+        record.attempts.append(attempt)
+        record.prompt = prompt
         try:
             if staged:
                 engine = StagedEngine(
-                    backend,
+                    engine_backend,
                     request,
                     tools,
                     selection,
                     settings,
                     purpose=purpose,
-                    has_results=_current_turn_has_results(messages),
-                    question=user_texts[-1] if user_texts else "",
-                    results=_current_turn_results(messages),
-                    done=_current_turn_done_calls(messages),
+                    has_results=has_results,
+                    question=question,
+                    results=_results(turn),
+                    done=_done_calls(turn),
                 )
+                if call_required:
+                    force = "call"
                 completion = engine.run(force="answer" if purpose == "final" else force)
             else:
-                completion = backend.generate(request)
+                completion = engine_backend.generate(request)
         except BackendError as exc:
-            attempt.update(status="error", error={"type": "backend_error", "message": str(exc)})
-            record["error"] = attempt["error"]
+            attempt.fail("backend_error", str(exc))
+            record.error = attempt.error
             break
-        attempt["latency_ms"] = round((time.perf_counter() - attempt_started) * 1000, 1)
-        attempt["raw_text"] = completion.text
-        attempt["usage"] = {
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-        }
-        attempt["finish_reason"] = completion.finish_reason
+        attempt.latency_ms = round((time.perf_counter() - attempt_started) * 1000, 1)
+        attempt.raw_text = completion.text
+        attempt.usage = Usage(completion.prompt_tokens, completion.completion_tokens)
+        attempt.finish_reason = completion.finish_reason
         if completion.details:
             details = dict(completion.details)
-            if "staged" in details:
-                attempt["staged"] = details.pop("staged")
-            attempt["backend"] = details
-        for key in ("prompt_tokens", "completion_tokens"):
-            record["usage"][key] += attempt["usage"][key] or 0
-        record["raw_text"] = completion.text
+            attempt.staged = details.pop("staged", None)
+            attempt.backend = details
+        record.usage.add(attempt.usage)
+        record.raw_text = completion.text
         try:
-            message, details = _interpret(completion, known, purpose, settings)
+            json_answer = _json_answer(completion) if answer_schema is not None else None
+            if json_answer is not None:
+                message, details = json_answer, {"format": "json_envelope", "repaired": False}
+            else:
+                message, details = _interpret(completion, known, purpose, settings)
+            if call_required and not message["tool_calls"]:
+                names = ", ".join(tool.name for tool in tools)
+                raise _Unusable(
+                    "parse_error", f"a tool call is required here; call one of: {names}"
+                )
+            if answer_schema is not None and not message["tool_calls"]:
+                message = _check_answer_format(message, answer_schema)
             if tools_index or message["tool_calls"]:
                 _validate_arguments(message, tools_index)
             last_attempt = attempt_number == settings.max_retries
@@ -415,41 +544,50 @@ def generate_ai_message(
             if trimmed:
                 details["loop_trimmed"] = True
         except ParseError as exc:
-            kind = "unknown_tool" if "unknown tool" in exc.reason else "parse_error"
-            attempt.update(status="error", error={"type": kind, "message": exc.reason})
+            kind = "unknown_tool" if exc.kind == "unknown_tool" else "parse_error"
+            attempt.fail(kind, exc.reason, exc.kind)
         except _Unusable as exc:
-            attempt.update(status="error", error={"type": exc.kind, "message": str(exc)})
+            attempt.fail(exc.kind, str(exc))
         except _BadReply as exc:
-            attempt.update(status="error", error={"type": "bad_reply", "message": str(exc)})
+            attempt.fail("bad_reply", str(exc))
         else:
             merged = 0
             if settings.merge_duplicate_calls and message["tool_calls"]:
                 message, merged = _merge_duplicates(message)
             details["merged_duplicates"] = merged
-            attempt.update(status="success", format=details.get("format"))
-            record.update(status="success", ai_message=message, error=None)
-            record["parse"] = {**details, "attempts": attempt_number + 1}
+            if not parallel_tool_calls and len(message["tool_calls"]) > 1:
+                # one call per reply: the first is kept, the others recorded
+                extra = [{"name": c["name"], "args": c["args"]} for c in message["tool_calls"][1:]]
+                details["dropped_calls"] = [*(details.get("dropped_calls") or []), *extra]
+                message = make_ai_message("", message["tool_calls"][:1])
+            attempt.status, attempt.format = "success", details.get("format")
+            record.status, record.ai_message, record.error = "success", message, None
+            record.parse = {**details, "attempts": attempt_number + 1}
             break
-        record["error"] = attempt["error"]
+        assert attempt.error is not None
+        record.error = attempt.error
+        if attempt_number == settings.max_retries:
+            break
+        attempt.corrective = _corrective(attempt.error.message, tc_mode)
         prompt = [
             *prompt,
             {"role": "assistant", "content": completion.text},
-            {"role": "user", "content": _corrective(attempt["error"]["message"], tc_mode)},
+            {"role": "user", "content": attempt.corrective},
         ]
-        if attempt["error"]["type"] == "bad_reply" and profile.generation.repeat_penalty < 1.15:
+        if attempt.error.type == "bad_reply" and profile.generation.repeat_penalty < 1.15:
             # a loop or a copied text: retry with a repeat penalty as well as the reason
             request_settings = request.settings.model_copy(update={"repeat_penalty": 1.15})
             profile = _with_generation(profile, request_settings)
-    if record["status"] != "success":
-        record["parse"]["attempts"] = len(record["attempts"])
-    record["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    if record.status != "success":
+        record.parse["attempts"] = len(record.attempts)
+    record.latency_ms = round((time.perf_counter() - started) * 1000, 1)
     return record
 
 
 def _fit_prompt(
     backend: Backend,
     messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
+    tools: list[ToolSpec],
     tc_mode: str,
     purpose: str,
     profile: Profile,
@@ -467,14 +605,14 @@ def _fit_prompt(
 
     if budget is None or count is None:
         return build(messages), 0
-    pass_tools = to_openai_tools(tools) if tools and tc_mode == "builtin" else None
+    pass_tools = openai_tools(tools) if tools and tc_mode == "builtin" else None
     kept, dropped = fit_messages(messages, lambda c: count(build(c), pass_tools), budget)
     return build(kept), dropped
 
 
 def _interpret(
     completion: Completion,
-    tools: list[dict[str, Any]],
+    tools: list[ToolSpec],
     purpose: str,
     settings: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -482,11 +620,11 @@ def _interpret(
     native = _native_message(completion)
     if native is not None:
         # Native calls still go through the parser's name and type checks.
-        index = {tool["name"]: tool for tool in tools}
+        index = {tool.name: tool for tool in tools}
         calls = []
         for call in native["tool_calls"]:
             name = resolve_tool_name(call["name"], index) if index else call["name"]
-            args = coerce_args(call["args"], index[name]["parameters"]) if index else call["args"]
+            args = coerce_args(call["args"], index[name].parameters) if index else call["args"]
             calls.append({"id": call["id"], "name": name, "args": args})
         preamble = completion.text.strip()
         return make_ai_message("", calls), {
@@ -507,7 +645,10 @@ def _interpret(
         calls_in_think=settings.calls_in_think,
     )
     if purpose == "final" and result.message["tool_calls"]:
-        raise ParseError("tools are disabled for the final answer; answer in plain text")
+        raise ParseError(
+            "tools are disabled for the final answer; answer in plain text",
+            kind="tools_disabled",
+        )
     return result.message, {
         "format": result.format,
         "repaired": result.repaired,

@@ -13,6 +13,8 @@ import copy
 import json
 from typing import Any
 
+from lokal.tools.schema import ToolSpec
+
 __all__ = ["MAX_NUMBER", "PROPERTY_ORDER", "bounded_schema", "reply_schema", "schema_key"]
 
 MAX_NUMBER = 10**12  # the bound put on numbers that have none (at most 13 digits)
@@ -76,35 +78,50 @@ def bounded_schema(node: Any, *, max_string: int, max_items: int) -> Any:
     return out
 
 
-def _call_schema(tool: dict[str, Any], max_string: int, max_items: int) -> dict[str, Any]:
-    params = bounded_schema(tool["parameters"], max_string=max_string, max_items=max_items)
+def _call_schema(tool: ToolSpec, max_string: int, max_items: int) -> dict[str, Any]:
+    params = bounded_schema(tool.parameters, max_string=max_string, max_items=max_items)
     params.setdefault("type", "object")
     params.setdefault("properties", {})
     params.setdefault("additionalProperties", False)
     return {
         "type": "object",
-        "properties": {"name": {"const": tool["name"]}, "args": params},
+        "properties": {"name": {"const": tool.name}, "args": params},
         "required": ["name", "args"],
         "additionalProperties": False,
     }
 
 
 def reply_schema(
-    tools: list[dict[str, Any]],
+    tools: list[ToolSpec],
     *,
     plan: bool = False,
     settings: Any = None,
     max_string: int | None = None,
     max_content: int | None = None,
     max_calls: int | None = None,
+    require_call: bool = False,
+    one_call: bool = False,
+    answer_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The envelope schema for ``tools`` (normalized flat form); ``plan=True`` for a plan."""
+    """The envelope schema for ``tools``; ``plan=True`` for a plan.
+
+    ``require_call``: no answer branch (a call is required; ignored without tools).
+    ``one_call``: at most one call in the list. ``answer_schema`` (default: the
+    ``answer_schema`` attribute of ``settings``, if any): the JSON Schema the answer's
+    ``content`` must match, written as JSON (``{"content": {...}}``) instead of a string.
+    """
     max_string = max_string or getattr(settings, "max_string_length", 128)
     max_content = max_content or getattr(settings, "max_content_length", 512)
     max_calls = max_calls or getattr(settings, "max_calls", 4)
+    if answer_schema is None and settings is not None:
+        answer_schema = settings.answer_schema
+    if answer_schema is None:
+        content: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": max_content}
+    else:
+        content = bounded_schema(answer_schema, max_string=max_content, max_items=max_calls)
     answer = {
         "type": "object",
-        "properties": {"content": {"type": "string", "minLength": 1, "maxLength": max_content}},
+        "properties": {"content": content},
         "required": ["content"],
         "additionalProperties": False,
     }
@@ -141,12 +158,14 @@ def reply_schema(
                     "type": "array",
                     "items": call,
                     "minItems": 1,
-                    "maxItems": max_calls,
+                    "maxItems": 1 if one_call else max_calls,
                 }
             },
             "required": ["tool_calls"],
             "additionalProperties": False,
         }
+    if require_call:
+        return body
     return {"anyOf": [body, answer]}
 
 

@@ -14,6 +14,7 @@ from string import Template
 from typing import Any
 
 from lokal.messages import read_tool_result
+from lokal.tools.schema import ToolSpec
 
 __all__ = [
     "build_prompt_messages",
@@ -43,9 +44,9 @@ def _dumps(value: Any) -> str:
 CALL_FORM = '{"content": "", "tool_calls": [{"name": "<tool name>", "args": {<arguments>}}]}'
 
 
-def tools_block(tools: list[dict[str, Any]]) -> str:
+def tools_block(tools: list[ToolSpec]) -> str:
     """The tools schema as the prompt shows it (flat form, one JSON list)."""
-    return "Available tools:\n" + _dumps(tools)
+    return "Available tools:\n" + _dumps([tool.to_flat() for tool in tools])
 
 
 def _type_of(spec: Any) -> str:
@@ -69,20 +70,17 @@ def _first_sentence(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def tool_lines(tools: list[dict[str, Any]]) -> str:
+def tool_lines(tools: list[ToolSpec]) -> str:
     """One line per tool, ``- name(param: type, optional?: type): first sentence``: the short
     listing of the staged prompt (its grammar carries the full schemas)."""
     lines = []
     for tool in tools:
-        parameters = tool.get("parameters") or {}
-        required = set(parameters.get("required") or [])
+        required = set(tool.required)
         params = [
             f"{name}{'' if name in required else '?'}: {_type_of(spec)}"
-            for name, spec in (parameters.get("properties") or {}).items()
+            for name, spec in tool.properties.items()
         ]
-        lines.append(
-            f"- {tool['name']}({', '.join(params)}): {_first_sentence(tool.get('description'))}"
-        )
+        lines.append(f"- {tool.name}({', '.join(params)}): {_first_sentence(tool.description)}")
     return "\n".join(lines)
 
 
@@ -91,7 +89,7 @@ STAGED_PLAN_NOTE = (
 )
 
 
-def _fill(name: str, tools: list[dict[str, Any]], constrained: bool) -> str:
+def _fill(name: str, tools: list[ToolSpec], constrained: bool) -> str:
     text = Template(load_template(name)).safe_substitute(
         answer_form=CONSTRAINED_ANSWER_FORM if constrained else ANSWER_FORM,
         call_form=CALL_FORM.replace('"content": "", ', "") if constrained else CALL_FORM,
@@ -227,7 +225,7 @@ def instruction_texts() -> list[str]:
 
 def build_prompt_messages(
     messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
+    tools: list[ToolSpec],
     *,
     mode: str = "prompt_json",
     purpose: str = "decide",
@@ -283,8 +281,9 @@ def build_prompt_messages(
 def fallback_tools_system(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Messages with the tools stated in the Hermes style, for chat templates that ignore
-    ``tools=`` (builtin mode on such a model still gets a native-looking tool format)."""
+    """Messages with the tools (OpenAI form, as backends receive them) stated in the Hermes
+    style, for chat templates that ignore ``tools=`` (builtin mode on such a model still gets
+    a native-looking tool format)."""
     listing = "\n".join(_dumps(tool) for tool in tools)
     block = (
         "You can call functions. They are listed inside <tools></tools>:\n"

@@ -28,6 +28,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lokal.messages import last_user_text
+from lokal.tools.schema import ToolSpec
+
 __all__ = ["Selection", "ToolScore", "ToolSelector", "default_selector", "tool_document"]
 
 _SPLIT_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -138,12 +141,11 @@ def _words(name: str) -> str:
     return " ".join(_SPLIT_CAMEL.sub(" ", name).replace("_", " ").replace(".", " ").split())
 
 
-def tool_document(tool: dict[str, Any]) -> str:
+def tool_document(tool: ToolSpec) -> str:
     """The text a tool is ranked by: its name as words, description, parameter names (as
-    words), their descriptions and enum values. ``tool`` is in flat form."""
-    parts = [_words(tool["name"]), str(tool.get("description") or "")]
-    properties = (tool.get("parameters") or {}).get("properties") or {}
-    for name, spec in properties.items():
+    words), their descriptions and enum values."""
+    parts = [_words(tool.name), tool.description]
+    for name, spec in tool.properties.items():
         line = _words(name)
         if isinstance(spec, dict):
             if spec.get("description"):
@@ -166,13 +168,6 @@ def bm25_text(text: str) -> str:
         return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
 
     return _CJK_RUN.sub(pairs, text)
-
-
-def last_user_text(messages: Sequence[dict[str, Any]]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user" and message.get("content"):
-            return str(message["content"])
-    return ""
 
 
 def called_since_question(messages: Sequence[dict[str, Any]]) -> list[str]:
@@ -244,13 +239,13 @@ class ToolSelector:
                 np.array([self._hubness[d] for d in documents]),
             )
 
-    def rank(self, query: str, tools: Sequence[dict[str, Any]]) -> tuple[list[ToolScore], bool]:
+    def rank(self, query: str, tools: Sequence[ToolSpec]) -> tuple[list[ToolScore], bool]:
         """Every tool, best first, and whether dense similarity took part."""
         from lokal.rag.retrieval import BM25Index, rrf
 
         if not tools:
             return [], False
-        names = [t["name"] for t in tools]
+        names = [t.name for t in tools]
         documents = [tool_document(t) for t in tools]
         sparse_scores = dict.fromkeys(names, 0.0)
         index = BM25Index(names, [bm25_text(d) for d in documents])
@@ -277,12 +272,12 @@ class ToolSelector:
     def select(
         self,
         messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
+        tools: Sequence[ToolSpec],
         *,
         k: int | None,
         always: Iterable[str] = (),
     ) -> Selection:
-        """Rank ``tools`` (flat form) against the last user message; offer the top ``k``
+        """Rank ``tools`` against the last user message; offer the top ``k``
         plus the tools named in it, called since it, or marked ``always``."""
         query = last_user_text(messages)
         ranking, dense = self.rank(query, tools)

@@ -44,6 +44,7 @@ from jsonschema import Draft202012Validator
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.select import Selection, _words, default_selector
+from lokal.tools.schema import ToolSpec
 
 __all__ = ["ANSWER_OPENING", "CALL_OPENING", "StagedEngine", "call_key", "can_score"]
 
@@ -84,12 +85,12 @@ def _mentioned(name: str, spec: Any, question: str) -> bool:
 
 
 def args_schema(
-    tool: dict[str, Any], question: str, settings: Any, *, optional: str = "mentioned"
+    tool: ToolSpec, question: str, settings: Any, *, optional: str = "mentioned"
 ) -> dict[str, Any]:
     """The schema the arguments of ``tool`` are generated under: bounded, and with the
     optional parameters the question does not mention removed (``optional="mentioned"``)."""
     params = grammar.bounded_schema(
-        tool.get("parameters") or {"type": "object", "properties": {}},
+        tool.parameters,
         max_string=settings.max_string_length,
         max_items=settings.max_calls,
     )
@@ -310,7 +311,7 @@ class StagedEngine:
         self,
         backend: Any,
         request: GenerationRequest,
-        tools: list[dict[str, Any]],
+        tools: list[ToolSpec],
         selection: Selection | None,
         settings: Any,
         *,
@@ -322,8 +323,8 @@ class StagedEngine:
     ) -> None:
         self.backend = backend
         self.request = request
-        self.tools = {t["name"]: t for t in tools}
-        self.order = [t["name"] for t in tools]
+        self.tools = {t.name: t for t in tools}
+        self.order = [t.name for t in tools]
         self.selection = selection
         self.settings = settings
         self.staged = settings.staged

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lokal.events import DecisionMade, Final, RunEvent, RunStart, ToolEnd, ToolStart
 from lokal.memory.db import connect
 from lokal.messages import repair_conversation
 from lokal.sqlite import transaction
@@ -309,7 +310,7 @@ class ConversationRecorder:
         self._reset()
 
     def _reset(self) -> None:
-        self._decision: dict[str, Any] | None = None  # the latest decision, not yet stored
+        self._decision: DecisionMade | None = None  # the latest decision, not yet stored
         self._turn: list[str] = []  # the call ids of the turn being run, in call order
         self._results: dict[str, tuple[dict[str, Any], float | None]] = {}
         self._written = 0  # how many of the turn's results are stored
@@ -318,59 +319,57 @@ class ConversationRecorder:
         agent.subscribe(self)
         return self
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: RunEvent) -> None:
         with self._lock:
             self._record(event)
 
-    def _record(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "run_start":
+    def _record(self, event: RunEvent) -> None:
+        if isinstance(event, RunStart):
             self._reset()
-            self.run_id = self.store.start_run(
-                self.conversation, event["question"], event.get("profile")
-            )
-            self.store.append(self.run_id, {"role": "user", "content": event["question"]})
+            self.run_id = self.store.start_run(self.conversation, event.question, event.profile)
+            self.store.append(self.run_id, {"role": "user", "content": event.question})
         elif self.run_id is None:
             return
-        elif kind == "decision":
-            self._decision = event if event.get("ai_message") else None
-        elif kind == "tool_start":
-            self._start_turn(event["call_id"])
-        elif kind == "tool_end":
-            self._start_turn(event["call_id"])
-            latency = event["duration_s"] * 1000
-            if event["call_id"] in self._turn:
-                self._results[event["call_id"]] = (event["message"], latency)
+        elif isinstance(event, DecisionMade):
+            self._decision = event if event.ai_message else None
+        elif isinstance(event, ToolStart):
+            self._start_turn(event.call_id)
+        elif isinstance(event, ToolEnd):
+            self._start_turn(event.call_id)
+            latency = event.duration_s * 1000
+            if event.call_id in self._turn:
+                self._results[event.call_id] = (event.message, latency)
                 self._write_results()
             else:  # not a call of the turn (a caller's own tool events): store as it comes
-                self.store.append(self.run_id, event["message"], latency_ms=latency)
-        elif kind == "final":
+                self.store.append(self.run_id, event.message, latency_ms=latency)
+        elif isinstance(event, Final):
             self._write_results(everything=True)
             decision = self._decision
-            message = decision["ai_message"] if decision else None
-            if message and not message.get("tool_calls") and message["content"] == event["answer"]:
+            message = decision.ai_message if decision else None
+            if message and not message.get("tool_calls") and message["content"] == event.answer:
+                assert decision is not None
                 self._append_decision(decision)
             else:  # no answer from the model: the run's own answer is its outcome
-                answer = {"role": "assistant", "content": event["answer"], "tool_calls": []}
+                answer = {"role": "assistant", "content": event.answer, "tool_calls": []}
                 self.store.append(self.run_id, answer)
             self._reset()
-            usage = event.get("usage") or {}
+            usage = event.usage or {}
             self.store.finish_run(
                 self.run_id,
-                status=event["status"],
-                answer=event["answer"],
-                stop_reason=event["stop_reason"],
+                status=event.status,
+                answer=event.answer,
+                stop_reason=event.stop_reason,
                 prompt_tokens=usage.get("prompt_tokens"),
                 completion_tokens=usage.get("completion_tokens"),
-                duration_s=event["duration_s"],
+                duration_s=event.duration_s,
             )
 
-    def _append_decision(self, decision: dict[str, Any]) -> None:
+    def _append_decision(self, decision: DecisionMade) -> None:
         self.store.append(
             self.run_id,
-            decision["ai_message"],
-            latency_ms=decision.get("latency_ms"),
-            usage=decision.get("usage"),
+            decision.ai_message,
+            latency_ms=decision.latency_ms,
+            usage=decision.usage,
         )
 
     def _start_turn(self, call_id: str) -> None:
@@ -378,7 +377,7 @@ class ConversationRecorder:
         decision = self._decision
         if decision is None or call_id in self._turn:
             return
-        calls = [call["id"] for call in decision["ai_message"].get("tool_calls") or []]
+        calls = [call["id"] for call in (decision.ai_message or {}).get("tool_calls") or []]
         if call_id not in calls:
             return
         self._write_results(everything=True)  # the previous turn, if anything is left

@@ -1,1 +1,1 @@
-"""Retrieval-augmented generation: load, chunk, embed, store, retrieve, answer with citations."""
+"""Retrieval: load, chunk, embed, store and search documents; passages and citation checks."""

@@ -1,5 +1,6 @@
-"""A RAG answer: retrieve, put the numbered passages in the prompt, answer only from them,
-cite them as [1], [2] (mapped to ``source#chunk``).
+"""The retrieval side of a RAG answer: the numbered passages put in the prompt, the relevance
+threshold, and the check that cited passages support the answer (``[1]`` → ``source#chunk``).
+The model's answer itself is made by ``lokal.llm.answer.answer_question``.
 
 Two checks keep answers honest (thresholds calibrated by ``benchmarks/calibrate_thresholds.py``
 on ``data/rag_eval/``, see docs/rag.md):
@@ -13,20 +14,17 @@ on ``data/rag_eval/``, see docs/rag.md):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lokal.rag.retrieval import Method, Retriever
 from lokal.rag.stores import Hit
-
-if TYPE_CHECKING:
-    from lokal.config import Profile
 
 __all__ = [
     "CITATION_MIN_OVERLAP",
     "NOT_FOUND",
     "RAG_MIN_SCORE",
-    "answer_question",
     "build_rag_messages",
+    "citation_record",
     "citation_support",
     "default_min_score",
     "knowledge_search_tool",
@@ -83,7 +81,7 @@ def build_rag_messages(question: str, hits: list[Hit]) -> list[dict[str, str]]:
     return [{"role": "system", "content": RAG_SYSTEM}, {"role": "user", "content": prompt}]
 
 
-def _citation(n: int, hit: Hit) -> dict[str, Any]:
+def citation_record(n: int, hit: Hit) -> dict[str, Any]:
     return {
         "n": n,
         "id": hit.id,
@@ -190,104 +188,6 @@ def citation_support(
         "cited": [cited[n] for n in sorted(cited)],
         "unsupported": [unsupported[n] for n in sorted(unsupported)],
         "uncited": uncited,
-    }
-
-
-def _not_found(record: dict[str, Any], reason: str) -> dict[str, Any]:
-    return {
-        **record,
-        "status": "no_context",
-        "reason": reason,
-        "answer": NOT_FOUND,
-        "raw_answer": "",
-        "citations": [],
-        "cited": [],
-        "unsupported": [],
-        "uncited": [
-            {"n": c["n"], "id": c["id"], "source": c["source"], "chunk": c["chunk"]}
-            for c in record["context"]
-        ],
-        "cited_by_model": False,
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-    }
-
-
-def answer_question(
-    question: str,
-    retriever: Retriever,
-    profile: Profile,
-    *,
-    k: int = 4,
-    method: Method = "hybrid",
-    backend: Any = None,
-    min_score: float | None = RAG_MIN_SCORE,
-    min_overlap: float = CITATION_MIN_OVERLAP,
-) -> dict[str, Any]:
-    """The answer record: ``answer`` (with a ``Sources:`` list), ``citations`` (the passages
-    that support the answer, each ``{n, id: "source#chunk", source, chunk, heading, score,
-    text, overlap, by}``), ``cited`` / ``unsupported`` / ``uncited`` (which passages the answer
-    cites with support, cites without support, or leaves out; see ``citation_support``),
-    ``cited_by_model`` (the model's own ``[n]`` markers point at supporting passages),
-    ``relevance`` (the question's cosine to the closest chunk, and the threshold),
-    ``context``, ``usage`` and ``status``.
-
-    Below ``min_score`` (None or 0: no threshold) the answer is ``NOT_FOUND`` without asking
-    the model (``status: no_context``)."""
-    from lokal.llm.decide import generate_ai_message
-
-    hits = retriever.search(question, k=k, method=method)
-    best = retriever.best_cosine(question) if hits else 0.0
-    record: dict[str, Any] = {
-        "question": question,
-        "method": method,
-        "relevance": {"best_cosine": round(best, 4), "min_score": min_score or 0.0},
-        "context": [_citation(n, h) for n, h in enumerate(hits, start=1)],
-    }
-    if not hits:
-        return _not_found(record, "nothing was retrieved")
-    if min_score and best < min_score:
-        reason = (
-            f"the closest passage has cosine similarity {best:.3f} to the question, "
-            f"below the threshold {min_score}: the documents do not cover it"
-        )
-        return _not_found(record, reason)
-    # an answer from passages is prose with [n] markers, not a tool decision: free decoding
-    prose = profile.with_tool_calling(mode="prompt_json")
-    result = generate_ai_message(
-        prose, build_rag_messages(question, hits), [], backend=backend, purpose="final"
-    )
-    text = (result["ai_message"] or {}).get("content") or "" if result["ai_message"] else ""
-    if result["status"] != "success":
-        text = ""
-    says_not_found = NOT_FOUND.lower().rstrip(".") in text.lower()
-    if says_not_found or not text.strip():
-        support = citation_support("", hits, min_overlap)
-    else:
-        support = citation_support(text, hits, min_overlap)
-    by_n = {c["n"]: c for c in support["cited"]}
-    citations = [
-        {**record["context"][n - 1], "overlap": c["overlap"], "by": c["by"]}
-        for n, c in by_n.items()
-    ]
-    lines = [f"[{c['n']}] {c['id']}" for c in citations]
-    shown = text.strip() or NOT_FOUND
-    if lines:
-        shown += "\n\nSources:\n" + "\n".join(lines)
-    if support["unsupported"]:
-        shown += "\n\nCited, but the passage does not support it: " + ", ".join(
-            f"[{c['n']}] {c['id']}" for c in support["unsupported"]
-        )
-    return {
-        **record,
-        "status": result["status"],
-        "answer": shown,
-        "raw_answer": text,
-        "citations": citations,
-        **support,
-        "cited_by_model": any(c["by"] == "model" for c in support["cited"]),
-        "usage": result["usage"],
-        "latency_ms": result["latency_ms"],
-        "error": result["error"],
     }
 
 

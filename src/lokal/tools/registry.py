@@ -37,8 +37,9 @@ import typing
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
-from lokal.messages import ToolMessage, make_tool_message
-from lokal.tools.schema import function_to_schema
+from lokal.messages import ToolMessage, call_id, decode_arguments, make_tool_message
+from lokal.tools.schema import ToolSpec
+from lokal.tools.signature import function_to_schema
 
 __all__ = ["EventCallback", "Tool", "ToolRegistry", "to_jsonable", "tool"]
 
@@ -94,16 +95,18 @@ def _convert(tp: Any, value: Any) -> Any:
     return value
 
 
-@dataclasses.dataclass
-class Tool:
-    """A callable with its schema. Calling the Tool calls the function."""
+@dataclasses.dataclass(eq=False)
+class Tool(ToolSpec):
+    """A ``ToolSpec`` with the function that runs it. Calling the Tool calls the function."""
 
-    func: Callable[..., Any]
-    name: str
-    description: str
-    parameters: dict[str, Any]
+    func: Callable[..., Any] = dataclasses.field(default=None, repr=False)  # type: ignore[assignment]
     timeout: float | None = None
     converters: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not callable(self.func):
+            raise TypeError(f"a tool must be callable, got {type(self.func).__name__}")
+        super().__post_init__()
 
     @classmethod
     def from_function(
@@ -150,19 +153,6 @@ class Tool:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
-
-    def schema(self, form: Literal["openai", "flat"] = "flat") -> dict[str, Any]:
-        """This tool's schema, flat (``{"name", "description", "parameters"}``) or OpenAI."""
-        flat = {
-            "name": self.name,
-            "description": self.description,
-            "parameters": json.loads(json.dumps(self.parameters)),
-        }
-        if form == "flat":
-            return flat
-        if form == "openai":
-            return {"type": "function", "function": flat}
-        raise ValueError(f"unknown schema form {form!r}; use 'openai' or 'flat'")
 
     def convert_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Arguments as the function expects them (dicts → pydantic models, values → Enums)."""
@@ -246,47 +236,6 @@ def to_jsonable(value: Any) -> Any:
     return str(value)
 
 
-# --- validation messages --------------------------------------------------------------------
-
-
-def _show(value: Any) -> str:
-    """A short rendering of an argument value for an error message."""
-    text = f"'{value}'" if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _where(error: Any) -> str:
-    parts = [str(p) for p in error.absolute_path]
-    return ".".join(parts) if parts else ""
-
-
-def _describe_error(error: Any) -> str:
-    """One jsonschema ValidationError as a sentence a model can act on."""
-    where = _where(error)
-    subject = f"argument '{where}'" if where else "the arguments"
-    validator = error.validator
-    if validator == "type":
-        expected = error.validator_value
-        if isinstance(expected, list):
-            expected = " or ".join(expected)
-        return f"{subject} must be {expected}, got {_show(error.instance)}"
-    if validator == "required":
-        missing = [name for name in error.validator_value if name not in error.instance]
-        names = ", ".join(f"'{name}'" for name in missing)
-        prefix = f"{subject} " if where else ""
-        return f"{prefix}missing required argument{'s' if len(missing) > 1 else ''} {names}"
-    if validator == "additionalProperties":
-        allowed = sorted((error.schema.get("properties") or {}).keys())
-        extra = sorted(k for k in error.instance if k not in allowed)
-        names = ", ".join(f"'{name}'" for name in extra)
-        hint = f" (allowed: {', '.join(allowed)})" if allowed else " (this tool takes none)"
-        return f"unexpected argument{'s' if len(extra) > 1 else ''} {names}{hint}"
-    if validator == "enum":
-        options = ", ".join(_show(v) for v in error.validator_value)
-        return f"{subject} must be one of {options}, got {_show(error.instance)}"
-    return f"{subject}: {error.message}"
-
-
 # --- registry -------------------------------------------------------------------------------
 
 
@@ -365,15 +314,7 @@ class ToolRegistry:
         """None when ``args`` fit the tool's parameters, else a readable error message."""
         if name not in self._tools:
             return self._unknown(name)
-        from jsonschema import Draft202012Validator
-
-        if not isinstance(args, dict):
-            return f"arguments must be a JSON object, got {_show(args)}"
-        validator = Draft202012Validator(self._tools[name].parameters)
-        errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
-        if not errors:
-            return None
-        return "; ".join(dict.fromkeys(_describe_error(e) for e in errors))
+        return self._tools[name].validate(args)
 
     # -- execution ------------------------------------------------------------------------
     def execute(
@@ -428,14 +369,11 @@ class ToolRegistry:
         call = dict(call)
         call.setdefault("id", None)
         if not call["id"]:
-            call["id"] = f"call_{index + 1:03d}"
+            call["id"] = call_id(index)
         call["name"] = str(call.get("name") or "")
         args = call.get("args")
-        if isinstance(args, str):  # tolerate JSON-encoded arguments
-            with contextlib.suppress(json.JSONDecodeError):
-                args = json.loads(args) if args.strip() else {}
-        if args is None:
-            args = {}
+        with contextlib.suppress(ValueError):  # tolerate JSON-encoded arguments and None
+            args = decode_arguments(args)[0]
         item = self._tools.get(call["name"])
         if item is not None and item.timeout is not None:
             # execute_many: the tool's own timeout wins; execute: an explicit timeout wins.

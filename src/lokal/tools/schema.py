@@ -1,384 +1,281 @@
-"""Python function → tool JSON schema.
+"""Tool schemas: the one ``ToolSpec`` type, made once from any accepted form, and the one
+validator that words argument errors.
 
-``function_to_schema(func)`` reads the signature, the type hints and the docstring and returns
-the flat form ``{"name", "description", "parameters"}`` where ``parameters`` is a JSON Schema
-(Draft 2020-12) object. Supported hints: ``str``, ``int``, ``float``, ``bool``, ``None``,
-``Any``, ``list[X]``/``tuple[X, ...]``/``set[X]``, ``dict[str, X]``, ``Literal[...]`` and
-``Enum`` subclasses (→ ``enum``), ``Optional[X]``/``X | None``, other unions (→ ``anyOf``),
-``Annotated[X, "description"]`` and pydantic models (anything with ``model_json_schema``;
-pydantic is never imported here). A parameter with a default is not required and its default
-is recorded when it is JSON-serialisable.
+Accepted forms, all turned into ``ToolSpec`` by ``tool_specs``:
 
-Docstrings may be in Google style (``Args:``), reST/Sphinx style (``:param x: ...``) or NumPy
-style (``Parameters`` + dashes). The text before the first section is the tool's description,
-the per-parameter text goes into each property's ``description``.
+- OpenAI: ``{"type": "function", "function": {"name", "description", "parameters"}}``;
+- flat: ``{"name", "description", "parameters"}``;
+- BFCL's Python-ish type names (``dict``, ``float``, ``tuple``, ``any``), mapped to JSON Schema;
+- ``@tool`` functions (``lokal.tools.Tool`` is a ``ToolSpec``) and plain functions, read by
+  ``lokal.tools.signature.function_to_schema``.
+
+The parameters schema is checked against JSON Schema 2020-12 when the spec is made, so a bad
+schema is a ``ConfigError`` before any model runs. Grammars, prompts, the parser, the planner and
+the registry all take ``ToolSpec``s and never convert a tool again.
 """
 
 from __future__ import annotations
 
-import enum
-import inspect
+import copy
+import dataclasses
+import functools
 import json
-import re
-import types
-import typing
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Literal
 
-__all__ = ["ParsedDocstring", "annotation_to_schema", "function_to_schema", "parse_docstring"]
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
-# --- docstrings ---------------------------------------------------------------------------
+from lokal.errors import ConfigError
 
-_GOOGLE_PARAM_HEADERS = {"args", "arguments", "parameters", "params", "keyword args", "kwargs"}
-_GOOGLE_OTHER_HEADERS = {
-    "returns",
-    "return",
-    "yields",
-    "raises",
-    "example",
-    "examples",
-    "note",
-    "notes",
-    "see also",
-    "warning",
-    "warnings",
-    "attributes",
-    "todo",
-    "references",
+__all__ = [
+    "ToolSpec",
+    "describe_validation_error",
+    "json_schema_type",
+    "openai_tools",
+    "tool_spec",
+    "tool_specs",
+]
+
+# BFCL and hand-written schemas use Python-ish type names; JSON Schema has its own.
+_TYPE_ALIASES: dict[str, str | None] = {
+    "dict": "object",
+    "object": "object",
+    "float": "number",
+    "double": "number",
+    "number": "number",
+    "int": "integer",
+    "integer": "integer",
+    "long": "integer",
+    "str": "string",
+    "string": "string",
+    "bool": "boolean",
+    "boolean": "boolean",
+    "tuple": "array",
+    "list": "array",
+    "array": "array",
+    "null": "null",
+    "none": "null",
+    "any": None,  # no constraint
 }
-_GOOGLE_HEADER_RE = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")
-_GOOGLE_ENTRY_RE = re.compile(r"^\*{0,2}(\w+)\s*(?:[(（]([^)）]*)[)）])?\s*[:：]\s*(.*)$")
-_REST_FIELD_RE = re.compile(r"^:(\w+)(?:\s+([^:]+?))?\s*:\s*(.*)$")
-_NUMPY_UNDERLINE_RE = re.compile(r"^-{3,}\s*$")
-_NUMPY_ENTRY_RE = re.compile(r"^\*{0,2}(\w+)\s*(?::\s*(.*))?$")
+
+_SCHEMA_CHILDREN = ("items", "additionalProperties", "not")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
-@dataclass
-class ParsedDocstring:
-    """What ``parse_docstring`` found: the description and one text per parameter name."""
-
-    description: str = ""
-    params: dict[str, str] = field(default_factory=dict)
-    returns: str = ""
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _join(lines: list[str]) -> str:
-    """Join wrapped lines into one paragraph-preserving text."""
-    paragraphs: list[list[str]] = [[]]
-    for line in lines:
-        if line.strip():
-            paragraphs[-1].append(line.strip())
-        elif paragraphs[-1]:
-            paragraphs.append([])
-    return "\n\n".join(" ".join(p) for p in paragraphs if p)
-
-
-def _collect_block(lines: list[str], start: int, base_indent: int) -> tuple[list[str], int]:
-    """Lines from ``start`` that are blank or indented deeper than ``base_indent``."""
-    block: list[str] = []
-    index = start
-    while index < len(lines):
-        line = lines[index]
-        if line.strip() and _indent(line) <= base_indent:
-            break
-        block.append(line)
-        index += 1
-    while block and not block[-1].strip():
-        block.pop()
-    return block, index
-
-
-def _parse_entries(block: list[str], entry_re: re.Pattern[str]) -> dict[str, str]:
-    """Entries ``name: text`` (with indented continuations) inside a parameter section."""
-    entries: dict[str, list[str]] = {}
-    non_blank = [line for line in block if line.strip()]
-    if not non_blank:
-        return {}
-    entry_indent = min(_indent(line) for line in non_blank)
-    current: str | None = None
-    for line in block:
-        if line.strip() and _indent(line) == entry_indent:
-            match = entry_re.match(line.strip())
-            if match:
-                current = match.group(1)
-                entries[current] = [match.group(3)] if entry_re is _GOOGLE_ENTRY_RE else []
-                continue
-            current = None
-        elif current is not None:
-            entries[current].append(line)
-    return {name: _join(text) for name, text in entries.items()}
-
-
-def parse_docstring(doc: str | None) -> ParsedDocstring:
-    """Split a Google, reST or NumPy docstring into description, parameter texts and returns."""
-    result = ParsedDocstring()
-    if not doc:
-        return result
-    lines = inspect.cleandoc(doc).splitlines()
-    description: list[str] = []
-    index = 0
-    in_description = True
-    while index < len(lines):
-        line = lines[index]
-        stripped = line.strip()
-        header = _GOOGLE_HEADER_RE.match(stripped)
-        rest = _REST_FIELD_RE.match(stripped)
-        numpy_header = (
-            index + 1 < len(lines)
-            and _NUMPY_UNDERLINE_RE.match(lines[index + 1].strip())
-            and stripped.lower()
-            in _GOOGLE_PARAM_HEADERS | _GOOGLE_OTHER_HEADERS | {"other parameters"}
+def json_schema_type(name: str) -> str | None:
+    """The JSON Schema type for a type name such as ``dict`` or ``float``; None for ``any``."""
+    key = name.strip().lower()
+    if key not in _TYPE_ALIASES:
+        raise ConfigError(
+            f"unknown parameter type {name!r}; use one of {sorted(k for k in _TYPE_ALIASES)}"
         )
-        if numpy_header:
-            in_description = False
-            block, next_index = _collect_numpy_block(lines, index + 2)
-            if stripped.lower() in _GOOGLE_PARAM_HEADERS | {"other parameters"}:
-                result.params.update(_parse_entries(block, _NUMPY_ENTRY_RE))
-            elif stripped.lower() in {"returns", "return", "yields"}:
-                result.returns = _join(block)
-            index = next_index
-            continue
-        if header and header.group(1).lower() in _GOOGLE_PARAM_HEADERS | _GOOGLE_OTHER_HEADERS:
-            in_description = False
-            name = header.group(1).lower()
-            block, index = _collect_block(lines, index + 1, _indent(line))
-            if name in _GOOGLE_PARAM_HEADERS:
-                result.params.update(_parse_entries(block, _GOOGLE_ENTRY_RE))
-            elif name in {"returns", "return", "yields"}:
-                result.returns = _join(block)
-            continue
-        if rest:
-            in_description = False
-            kind, target, text = rest.group(1), rest.group(2), rest.group(3)
-            block, index = _collect_block(lines, index + 1, _indent(line))
-            full = _join([text, *block])
-            if kind in {"param", "parameter", "arg", "argument", "key", "keyword"} and target:
-                result.params[target.split()[-1]] = full
-            elif kind in {"return", "returns"}:
-                result.returns = full
-            continue
-        if in_description:
-            description.append(line)
-        index += 1
-    result.description = _join(description)
-    return result
+    return _TYPE_ALIASES[key]
 
 
-def _collect_numpy_block(lines: list[str], start: int) -> tuple[list[str], int]:
-    """Lines of a NumPy section: up to the next ``Header`` + dashes pair."""
-    index = start
-    block: list[str] = []
-    while index < len(lines):
-        if index + 1 < len(lines) and _NUMPY_UNDERLINE_RE.match(lines[index + 1].strip()):
-            break
-        block.append(lines[index])
-        index += 1
-    while block and not block[-1].strip():
-        block.pop()
-    return block, index
-
-
-# --- type hints → JSON Schema ---------------------------------------------------------------
-
-_SIMPLE_TYPES: dict[Any, str] = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    bytes: "string",
-    type(None): "null",
-}
-
-
-def _is_model(tp: Any) -> bool:
-    """True for pydantic models (checked by duck typing; pydantic is not imported)."""
-    return inspect.isclass(tp) and callable(getattr(tp, "model_json_schema", None))
-
-
-def annotation_to_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON Schema of a type hint. Pydantic ``$defs`` are merged into ``defs``."""
-    defs = {} if defs is None else defs
-    if tp is inspect.Parameter.empty or tp is Any or tp is object:
-        return {}
-    if tp is None or tp is type(None):
-        return {"type": "null"}
-    if tp in _SIMPLE_TYPES:
-        return {"type": _SIMPLE_TYPES[tp]}
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        schema = annotation_to_schema(args[0], defs)
-        notes = [a for a in args[1:] if isinstance(a, str)]
-        if notes:
-            schema = {**schema, "description": " ".join(notes)}
-        for meta in args[1:]:
-            schema = _constrained(schema, meta)
-        return schema
-    if origin is typing.Literal:
-        values = list(args)
-        schema: dict[str, Any] = {"enum": values}
-        kinds = {_SIMPLE_TYPES.get(type(v)) for v in values}
-        if len(kinds) == 1 and None not in kinds:
-            schema = {"type": kinds.pop(), "enum": values}
-        return schema
-    if origin in (typing.Union, types.UnionType):
-        return _union_schema(args, defs)
-    if inspect.isclass(tp) and issubclass(tp, enum.Enum):
-        values = [member.value for member in tp]
-        return annotation_to_schema(typing.Literal[tuple(values)], defs)  # type: ignore[misc]
-    if _is_model(tp):
-        return _model_schema(tp, defs)
-    if origin in (list, set, frozenset, Sequence) or tp in (list, set, frozenset, Sequence):
-        schema = {"type": "array"}
-        if args:
-            schema["items"] = annotation_to_schema(args[0], defs)
-        return schema
-    if origin is tuple or tp is tuple:
-        if not args or (len(args) == 2 and args[1] is Ellipsis):
-            items = annotation_to_schema(args[0], defs) if args else {}
-            return {"type": "array", **({"items": items} if items else {})}
-        return {
-            "type": "array",
-            "prefixItems": [annotation_to_schema(a, defs) for a in args],
-            "minItems": len(args),
-            "maxItems": len(args),
+def _normalize_node(node: Any, where: str) -> Any:
+    """A copy of a schema node with every type name mapped to JSON Schema."""
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    declared = out.get("type")
+    if isinstance(declared, str):
+        mapped = json_schema_type(declared)
+        if mapped is None:
+            out.pop("type")
+        else:
+            out["type"] = mapped
+    elif isinstance(declared, list):
+        mapped_list = [json_schema_type(t) for t in declared if isinstance(t, str)]
+        if None in mapped_list:
+            out.pop("type")
+        else:
+            out["type"] = mapped_list
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {
+            key: _normalize_node(value, f"{where}.{key}")
+            for key, value in out["properties"].items()
         }
-    if origin in (dict, Mapping) or tp in (dict, Mapping):
-        schema = {"type": "object"}
-        if len(args) == 2 and args[1] is not Any:
-            schema["additionalProperties"] = annotation_to_schema(args[1], defs)
-        return schema
-    if inspect.isclass(tp) and typing.is_typeddict(tp):
-        return _typeddict_schema(tp, defs)
-    # Path, datetime and other scalar-ish classes travel as strings.
-    return {"type": "string", "description": f"a {getattr(tp, '__name__', tp)} as text"}
-
-
-# annotated_types / pydantic constraint attributes -> JSON Schema keywords
-_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
-
-
-def _constrained(schema: dict[str, Any], meta: Any) -> dict[str, Any]:
-    """``schema`` with the bounds of one ``Annotated`` item (``annotated_types.Ge(1)``,
-    ``Interval(ge=1, le=10)``, ``MaxLen(64)``, a pydantic ``Field(ge=1)``…)."""
-    if isinstance(meta, str):
-        return schema
-    out = dict(schema)
-    for item in [meta, *(getattr(meta, "metadata", None) or [])]:
-        for attribute, keyword in _BOUNDS.items():
-            value = getattr(item, attribute, None)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                out[keyword] = value
-        for attribute, suffix in (("min_length", "min"), ("max_length", "max")):
-            value = getattr(item, attribute, None)
-            if isinstance(value, int) and not isinstance(value, bool):
-                key = "Items" if out.get("type") == "array" else "Length"
-                out[suffix + key] = value
-        pattern = getattr(item, "pattern", None)
-        if isinstance(pattern, str):
-            out["pattern"] = pattern
-    description = getattr(meta, "description", None)
-    if isinstance(description, str) and description:
-        out["description"] = description
+    for key in _SCHEMA_CHILDREN:
+        if isinstance(out.get(key), dict):
+            out[key] = _normalize_node(out[key], f"{where}.{key}")
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [_normalize_node(item, f"{where}.{key}") for item in out[key]]
+    if "required" in out and not isinstance(out["required"], list):
+        raise ConfigError(f"{where}.required must be a list of parameter names")
     return out
 
 
-def _union_schema(args: tuple[Any, ...], defs: dict[str, Any]) -> dict[str, Any]:
-    members = [annotation_to_schema(a, defs) for a in args]
-    simple = all(set(m) == {"type"} and isinstance(m["type"], str) for m in members)
-    if simple:
-        kinds: list[str] = []
-        for member in members:
-            if member["type"] not in kinds:
-                kinds.append(member["type"])
-        return {"type": kinds[0] if len(kinds) == 1 else kinds}
-    return {"anyOf": members}
+# --- the validator's wording ----------------------------------------------------------------
 
 
-def _model_schema(model: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    schema = dict(model.model_json_schema())
-    defs.update(schema.pop("$defs", {}))
-    return schema
+def _show(value: Any) -> str:
+    """A short rendering of an argument value for an error message."""
+    text = f"'{value}'" if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _typeddict_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(tp, include_extras=True)
-    return {
-        "type": "object",
-        "properties": {name: annotation_to_schema(hint, defs) for name, hint in hints.items()},
-        "required": sorted(getattr(tp, "__required_keys__", hints)),
-    }
+def describe_validation_error(error: Any) -> str:
+    """One jsonschema ValidationError as a sentence a model can act on."""
+    parts = [str(p) for p in error.absolute_path]
+    where = ".".join(parts)
+    subject = f"argument '{where}'" if where else "the arguments"
+    validator = error.validator
+    if validator == "type":
+        expected = error.validator_value
+        if isinstance(expected, list):
+            expected = " or ".join(expected)
+        return f"{subject} must be {expected}, got {_show(error.instance)}"
+    if validator == "required":
+        missing = [name for name in error.validator_value if name not in error.instance]
+        names = ", ".join(f"'{name}'" for name in missing)
+        prefix = f"{subject} " if where else ""
+        return f"{prefix}missing required argument{'s' if len(missing) > 1 else ''} {names}"
+    if validator == "additionalProperties":
+        allowed = sorted((error.schema.get("properties") or {}).keys())
+        extra = sorted(k for k in error.instance if k not in allowed)
+        names = ", ".join(f"'{name}'" for name in extra)
+        hint = f" (allowed: {', '.join(allowed)})" if allowed else " (this tool takes none)"
+        return f"unexpected argument{'s' if len(extra) > 1 else ''} {names}{hint}"
+    if validator == "enum":
+        options = ", ".join(_show(v) for v in error.validator_value)
+        return f"{subject} must be one of {options}, got {_show(error.instance)}"
+    return f"{subject}: {error.message}"
 
 
-def _json_default(value: Any) -> tuple[bool, Any]:
-    """``(True, value)`` when a default can be written into the schema."""
-    if isinstance(value, enum.Enum):
-        value = value.value
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False, None
-    return True, value
+# --- ToolSpec -------------------------------------------------------------------------------
 
 
-def _resolve_hints(func: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(func, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        return dict(getattr(func, "__annotations__", {}))
+@dataclasses.dataclass(eq=False)
+class ToolSpec:
+    """A tool as the model sees it: name, description and a JSON Schema for its arguments.
 
-
-def function_to_schema(
-    func: Callable[..., Any],
-    *,
-    name: str | None = None,
-    description: str | None = None,
-) -> dict[str, Any]:
-    """The flat tool schema ``{"name", "description", "parameters"}`` of ``func``.
-
-    ``*args`` and ``**kwargs`` are left out; ``**kwargs`` allows extra properties.
+    Making one normalises the parameters (BFCL type names → JSON Schema, ``type: object`` and
+    ``properties`` filled in) and checks them; a schema that is not JSON Schema raises
+    ``ConfigError`` naming the tool.
     """
-    target = inspect.unwrap(func)
-    signature = inspect.signature(target)
-    hints = _resolve_hints(target)
-    doc = parse_docstring(inspect.getdoc(target))
-    defs: dict[str, Any] = {}
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    extra_allowed = False
-    for param in signature.parameters.values():
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            extra_allowed = True
-            continue
-        if param.kind is inspect.Parameter.VAR_POSITIONAL or param.name in ("self", "cls"):
-            continue
-        schema = dict(annotation_to_schema(hints.get(param.name, param.annotation), defs))
-        text = doc.params.get(param.name)
-        if text and "description" not in schema:
-            schema["description"] = text
-        elif text:
-            schema["description"] = f"{text} ({schema['description']})"
-        if param.default is inspect.Parameter.empty:
-            required.append(param.name)
-        else:
-            ok, value = _json_default(param.default)
-            if ok:
-                schema["default"] = value
-        properties[param.name] = schema
-    parameters: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        parameters["required"] = required
-    if not extra_allowed:
-        parameters["additionalProperties"] = False
-    if defs:
-        parameters["$defs"] = defs
-    return {
-        "name": name or target.__name__,
-        "description": description if description is not None else doc.description,
-        "parameters": parameters,
-    }
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError(f"a tool needs a non-empty name, got {self.name!r}")
+        self.description = str(self.description or "")
+        parameters = {} if self.parameters is None else self.parameters
+        if not isinstance(parameters, dict):
+            raise ConfigError(f"tool {self.name!r}: parameters must be a JSON Schema object")
+        parameters = _normalize_node(copy.deepcopy(parameters), self.name)
+        parameters.setdefault("type", "object")
+        parameters.setdefault("properties", {})
+        if parameters["type"] != "object":
+            raise ConfigError(
+                f"tool {self.name!r}: parameters must be of type 'object', "
+                f"got {parameters['type']!r}"
+            )
+        try:
+            Draft202012Validator.check_schema(parameters)
+        except SchemaError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+            raise ConfigError(
+                f"tool {self.name!r}: parameters is not a valid JSON Schema at {where}: "
+                f"{exc.message}"
+            ) from None
+        self.parameters = parameters
+
+    @functools.cached_property
+    def _validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.parameters)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        """The schema of each named parameter."""
+        return self.parameters.get("properties") or {}
+
+    @property
+    def required(self) -> list[str]:
+        """The names of the parameters a call must give."""
+        return list(self.parameters.get("required") or [])
+
+    def validate(self, args: Any) -> str | None:
+        """None when ``args`` fit the parameters, else every problem in one readable line."""
+        if not isinstance(args, dict):
+            return f"arguments must be a JSON object, got {_show(args)}"
+        errors = sorted(self._validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
+        if not errors:
+            return None
+        return "; ".join(dict.fromkeys(describe_validation_error(e) for e in errors))
+
+    def to_flat(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` (a copy)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": copy.deepcopy(self.parameters),
+        }
+
+    def to_openai(self) -> dict[str, Any]:
+        """``{"type": "function", "function": {...}}``, as chat templates and servers expect."""
+        return {"type": "function", "function": self.to_flat()}
+
+    def schema(self, form: Literal["openai", "flat"] = "flat") -> dict[str, Any]:
+        """This tool's schema in ``flat`` or ``openai`` form."""
+        if form == "flat":
+            return self.to_flat()
+        if form == "openai":
+            return self.to_openai()
+        raise ValueError(f"unknown schema form {form!r}; use 'openai' or 'flat'")
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "tool") -> ToolSpec:
+        """A spec from the OpenAI or the flat form."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where} must be an object, got {type(data).__name__}")
+        body = data.get("function") if isinstance(data.get("function"), dict) else data
+        name = body.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{where} has no name")
+        parameters = body.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise ConfigError(f"{where} ({name}): parameters must be an object")
+        return cls(name, str(body.get("description") or ""), parameters or {})
+
+
+def tool_spec(item: Any, where: str = "tool") -> ToolSpec:
+    """One tool in any accepted form as a ``ToolSpec`` (a ``ToolSpec`` is returned as is)."""
+    if isinstance(item, ToolSpec):
+        return item
+    if isinstance(item, dict):
+        return ToolSpec.from_dict(item, where)
+    if callable(item):
+        from lokal.tools.signature import function_to_schema
+
+        made = function_to_schema(item)
+        return ToolSpec(made["name"], made["description"], made["parameters"])
+    raise ConfigError(f"{where} must be an object or a function, got {type(item).__name__}")
+
+
+def tool_specs(tools: Any) -> list[ToolSpec]:
+    """``tools`` (None, one tool, or a list in any accepted form) as ``ToolSpec``s.
+
+    This is the boundary: every schema is checked here, and two tools of one name are refused.
+    """
+    if tools is None:
+        return []
+    if isinstance(tools, dict | ToolSpec) or (callable(tools) and not isinstance(tools, type)):
+        tools = [tools]
+    if not isinstance(tools, Iterable) or isinstance(tools, str | bytes):
+        raise ConfigError(f"tools must be a list of tools, got {type(tools).__name__}")
+    specs = [tool_spec(item, f"tools[{index}]") for index, item in enumerate(tools)]
+    names = [spec.name for spec in specs]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ConfigError(f"tools name a tool twice: {', '.join(duplicates)}")
+    return specs
+
+
+def openai_tools(specs: Iterable[ToolSpec]) -> list[dict[str, Any]]:
+    """The specs in OpenAI form."""
+    return [spec.to_openai() for spec in specs]

@@ -10,6 +10,7 @@ tokens were reused.
 from __future__ import annotations
 
 import atexit
+import codecs
 import json
 import os
 import re
@@ -193,7 +194,7 @@ class LlamaCppBackend:
                     f"prompt of {len(tokens)} tokens + {s.max_new_tokens} new tokens exceeds "
                     f"the context of {self.llm.n_ctx()}; raise n_ctx or shorten the conversation"
                 )
-            loop = _LoopStop(len(tokens))
+            loop = _LoopStop(len(tokens), self.llm.detokenize)
             report(phase="generating")
             try:
                 output = self.llm.create_completion(
@@ -312,13 +313,23 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 class _LoopStop:
     """A stopping criterion: stop when the generated tokens end in a loop."""
 
-    def __init__(self, prompt_tokens: int) -> None:
+    def __init__(self, prompt_tokens: int, detokenize: Any = None) -> None:
         self.start = prompt_tokens
         self.period: int | None = None
+        self.detokenize = detokenize
+        self.sent = 0  # generated tokens whose text was reported
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def __call__(self, input_ids: np.ndarray, logits: np.ndarray) -> bool:
-        report(tokens=1)  # called once per generated token: the live progress counts them
         generated = input_ids[self.start :]
+        # the text of the tokens evaluated since the last call (the newest id is not written
+        # yet when llama-cpp-python asks), for a listener that streams the reply
+        text = ""
+        if self.detokenize is not None and len(generated) - 1 > self.sent:
+            ids = [int(t) for t in generated[self.sent : len(generated) - 1]]
+            self.sent = len(generated) - 1
+            text = self.utf8.decode(self.detokenize(ids))
+        report(tokens=1, text=text)  # once per generated token: the live progress counts them
         if len(generated) < MIN_LOOP_TOKENS:
             return False
         self.period = loop_period(generated[-MAX_LOOP_PERIOD * MIN_LOOP_REPEATS :].tolist())

@@ -18,7 +18,7 @@ from typing import Any
 
 from lokal.config import Profile
 from lokal.llm.backends import Completion, GenerationRequest
-from lokal.messages import read_tool_result
+from lokal.messages import current_turn, last_user_text, read_tool_result
 from lokal.progress import report
 
 FIRST_TURN_CALLS = [
@@ -36,8 +36,7 @@ NO_CONTENT = "工具结果未提供可提取内容"
 
 
 def _current_turn_tool_messages(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    last_user = max((i for i, m in enumerate(conversation) if m.get("role") == "user"), default=-1)
-    return [m for m in conversation[last_user + 1 :] if m.get("role") == "tool"]
+    return [m for m in current_turn(conversation) if m.get("role") == "tool"]
 
 
 def three_points(text: str) -> str:
@@ -89,7 +88,7 @@ class MockBackend:
         text = self._reply(request, offered)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
         tokens = max(1, len(text) // 4)
-        report(tokens=tokens)
+        report(tokens=tokens, text=text)
         return Completion(
             text=text,
             prompt_tokens=prompt_chars // 4,
@@ -110,14 +109,7 @@ class MockBackend:
             return json.dumps({"content": answer, "tool_calls": []}, ensure_ascii=False)
         calls = [call for call in FIRST_TURN_CALLS if call["name"] in offered]
         if not calls:
-            question = next(
-                (
-                    m.get("content")
-                    for m in reversed(request.conversation)
-                    if m.get("role") == "user"
-                ),
-                "",
-            )
+            question = last_user_text(request.conversation)
             return json.dumps({"content": f"Mock answer to: {question}"}, ensure_ascii=False)
         if request.pass_tools:
             return _as_qwen_xml(calls)  # builtin mode: answer in a native format

@@ -84,7 +84,8 @@ class ScriptedBackend:
             return reply
         prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
         tokens = max(1, len(reply) // 4)
-        report(tokens=tokens)  # as a real backend reports its tokens to the live progress
+        # as a real backend reports its tokens (and their text) to the live progress
+        report(tokens=tokens, text=reply)
         return Completion(
             text=reply,
             prompt_tokens=prompt_chars // 4,

@@ -1,0 +1,506 @@
+"""The wire format of ``lokal serve``: OpenAI's chat-completions request, checked field by
+field, turned into what ``generate_ai_message`` takes; a Decision turned into OpenAI's reply;
+and OpenAI's error shape.
+
+Every problem with a request is an ``APIError`` (400 unless said otherwise) whose ``param``
+names the field (``messages[2].tool_call_id``, ``tools[0]``), as OpenAI's API words it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lokal.config import GenerationSettings, Profile
+from lokal.errors import ConfigError, MessageError
+from lokal.messages import from_openai_message, repair_conversation
+from lokal.records import Decision
+from lokal.tools.schema import tool_specs
+
+__all__ = [
+    "APIError",
+    "ChatRequest",
+    "Prepared",
+    "completion_response",
+    "error_body",
+    "finish_reason",
+    "lokal_info",
+    "new_call_id",
+    "openai_tool_calls",
+    "parse_request",
+    "prepare",
+]
+
+# a pairing problem in the caller's messages (the other repairs are harmless and applied)
+_PAIRING = {
+    "missing_result": "tool call {call_id!r} ({name}) has no tool message answering it",
+    "orphan_result": "tool message with tool_call_id {call_id!r} answers no tool call of the "
+    "assistant message before it",
+    "duplicate_result": "a second tool message answers tool call {call_id!r}",
+}
+
+
+class APIError(Exception):
+    """An error reply in OpenAI's shape: ``{"error": {message, type, param, code}}``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        param: str | None = None,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.param = param
+        self.type = type
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.type, self.param, self.code)
+
+
+def error_body(
+    message: str, type: str = "invalid_request_error", param: str | None = None, code: Any = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+# --- the request ------------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    # strict: "1" is not an integer and "true" not a boolean; unknown fields (user, metadata,
+    # logprobs, store ...) are accepted and ignored, as OpenAI-compatible servers do
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class _Part(_Model):
+    type: str
+    text: str | None = None
+
+
+class _Function(_Model):
+    name: str
+    arguments: str | None = None
+
+
+class _ToolCall(_Model):
+    id: str
+    type: Literal["function"] = "function"
+    function: _Function
+
+
+class Message(_Model):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[_Part] | None = None
+    name: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class _FunctionDef(_Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(_Model):
+    type: Literal["function"]
+    function: _FunctionDef
+
+
+class _Named(_Model):
+    name: str
+
+
+class NamedChoice(_Model):
+    type: Literal["function"]
+    function: _Named
+
+
+class _AllowedEntry(_Model):
+    type: Literal["function"] = "function"
+    function: _Named
+
+
+class _Allowed(_Model):
+    mode: Literal["auto", "required"]
+    tools: list[_AllowedEntry] = Field(min_length=1)
+
+
+class AllowedToolsChoice(_Model):
+    type: Literal["allowed_tools"]
+    allowed_tools: _Allowed
+
+
+class _JsonSchema(_Model):
+    name: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+    description: str | None = None
+
+
+class ResponseFormat(_Model):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: _JsonSchema | None = None
+
+
+class StreamOptions(_Model):
+    include_usage: bool | None = None
+
+
+class ChatRequest(_Model):
+    model: str
+    messages: list[Message] = Field(min_length=1)
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedChoice | AllowedToolsChoice | None = (
+        None
+    )
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    response_format: ResponseFormat | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    n: int | None = Field(None, ge=1)
+    user: str | None = Field(None, max_length=200)  # names the conversation a run is kept in
+
+
+def _param(loc: tuple[Any, ...]) -> str:
+    """A pydantic location as OpenAI names a field: ``messages[0].content``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "list[_Part]", "function-after", "none") or "[" in str(part):
+            continue  # the branch of a union pydantic tried, not a field
+        elif part in ("NamedChoice", "AllowedToolsChoice", "literal['none','auto','required']"):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "body"
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """The request, checked; APIError naming the first bad field."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise APIError(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise APIError("the request body must be a JSON object")
+    try:
+        return ChatRequest.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = min(errors, key=lambda e: len(e["loc"]))  # the outermost (a union's branches)
+        param = _param(tuple(first["loc"]))
+        what = first["msg"]
+        if first["type"] == "missing":
+            what = "this field is required"
+        raise APIError(f"{param}: {what}", param=param) from None
+
+
+# --- the request → a decision -----------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """What the decision is made from."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    tool_choice: Any
+    parallel_tool_calls: bool
+    response_format: dict[str, Any] | None
+    generation: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    include_usage: bool = False
+
+
+def _text(content: str | list[_Part] | None, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    texts = []
+    for j, part in enumerate(content):
+        if part.type != "text" or part.text is None:
+            raise APIError(
+                f"{where}[{j}]: only text parts are supported, got {part.type!r}",
+                param=f"{where}[{j}]",
+            )
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def _messages(request: ChatRequest) -> list[dict[str, Any]]:
+    converted: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # call id -> tool name, to name the tool messages
+    for i, message in enumerate(request.messages):
+        where = f"messages[{i}]"
+        content = _text(message.content, f"{where}.content")
+        role = "system" if message.role == "developer" else message.role
+        raw: dict[str, Any] = {"role": role, "content": content}
+        if role == "assistant" and message.tool_calls:
+            raw["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+            for call in message.tool_calls:
+                names[call.id] = call.function.name
+        elif role == "assistant" and not content:
+            raise APIError(
+                f"{where}: an assistant message needs content or tool_calls", param=where
+            )
+        if role == "tool":
+            if not message.tool_call_id:
+                raise APIError(
+                    f"{where}.tool_call_id: a tool message needs the id of the call it answers",
+                    param=f"{where}.tool_call_id",
+                )
+            raw["tool_call_id"] = message.tool_call_id
+            raw["name"] = message.name or names.get(message.tool_call_id, "")
+            raw["content"] = content or ""
+        if role in ("user", "system") and content is None:
+            raise APIError(f"{where}.content: this field is required", param=f"{where}.content")
+        try:
+            converted.append(from_openai_message(raw))
+        except MessageError as exc:
+            raise APIError(f"{where}.{exc}", param=f"{where}.tool_calls") from None
+    kept, repairs = repair_conversation(converted)
+    for repair in repairs:
+        wording = _PAIRING.get(repair["kind"])
+        if wording is not None:
+            where = f"messages[{repair['index']}]"
+            message = wording.format(call_id=repair.get("call_id"), name=repair.get("name"))
+            raise APIError(f"{where}: {message}", param=where)
+    return kept
+
+
+def _tools(request: ChatRequest) -> list[dict[str, Any]]:
+    tools = []
+    seen: set[str] = set()
+    for i, tool in enumerate(request.tools or []):
+        entry = tool.model_dump(exclude_none=True)
+        name = tool.function.name
+        if name in seen:
+            raise APIError(f"tools[{i}]: a second tool named {name!r}", param=f"tools[{i}]")
+        seen.add(name)
+        try:
+            tool_specs([entry])
+        except ConfigError as exc:
+            param = f"tools[{i}].function.parameters"
+            raise APIError(f"{param}: {exc}", param=param) from None
+        tools.append(entry)
+    return tools
+
+
+def _tool_choice(request: ChatRequest, tools: list[dict[str, Any]]) -> Any:
+    choice = request.tool_choice
+    if choice is None or isinstance(choice, str):
+        if choice == "required" and not tools:
+            raise APIError("tool_choice: 'required' needs tools", param="tool_choice")
+        return choice
+    names = {tool["function"]["name"] for tool in tools}
+    wanted = (
+        [choice.function.name]
+        if isinstance(choice, NamedChoice)
+        else [entry.function.name for entry in choice.allowed_tools.tools]
+    )
+    unknown = [name for name in wanted if name not in names]
+    if unknown:
+        raise APIError(
+            f"tool_choice: {', '.join(map(repr, unknown))} is not among the tools "
+            f"({', '.join(sorted(names)) or 'none given'})",
+            param="tool_choice",
+        )
+    return choice.model_dump()
+
+
+def _response_format(request: ChatRequest) -> dict[str, Any] | None:
+    form = request.response_format
+    if form is None or form.type == "text":
+        return None
+    if form.type == "json_object":
+        return {"type": "json_object"}
+    if form.json_schema is None:
+        raise APIError(
+            "response_format.json_schema: required when type is json_schema",
+            param="response_format.json_schema",
+        )
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(form.json_schema.schema_)
+    except SchemaError as exc:
+        param = "response_format.json_schema.schema"
+        raise APIError(f"{param}: not a JSON Schema: {exc.message}", param=param) from None
+    return {"type": "json_schema", "json_schema": {"schema": form.json_schema.schema_}}
+
+
+_GENERATION_FIELDS = {
+    "max_new_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "seed": "seed",
+    "stop": "stop",
+}
+
+
+def _generation(request: ChatRequest, profile: Profile) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    limit = request.max_completion_tokens or request.max_tokens
+    if limit is not None:
+        changes["max_new_tokens"] = limit
+    for key in ("temperature", "top_p", "seed"):
+        value = getattr(request, key)
+        if value is not None:
+            changes[key] = value
+    if request.stop is not None:
+        changes["stop"] = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop)
+    if changes:
+        try:
+            GenerationSettings.model_validate({**profile.generation.model_dump(), **changes})
+        except ValidationError as exc:
+            key = str(exc.errors()[0]["loc"][0])
+            param = _GENERATION_FIELDS.get(key, key)
+            raise APIError(f"{param}: {exc.errors()[0]['msg']}", param=param) from None
+    return changes
+
+
+def prepare(request: ChatRequest, profile: Profile) -> Prepared:
+    """The decision's inputs from a checked request; APIError naming the field."""
+    if request.n is not None and request.n > 1:
+        raise APIError("n: lokal serve makes one choice per request; n must be 1", param="n")
+    tools = _tools(request)
+    return Prepared(
+        messages=_messages(request),
+        tools=tools,
+        tool_choice=_tool_choice(request, tools),
+        parallel_tool_calls=request.parallel_tool_calls is not False,
+        response_format=_response_format(request),
+        generation=_generation(request, profile),
+        stream=bool(request.stream),
+        include_usage=bool(request.stream_options and request.stream_options.include_usage),
+    )
+
+
+# --- a decision → the reply --------------------------------------------------------------
+
+
+def new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def openai_tool_calls(decision: Decision) -> list[dict[str, Any]]:
+    """The decision's calls in OpenAI form, with fresh ``call_...`` ids (unique across a
+    conversation) and ``arguments`` always a JSON object string (``"{}"`` when empty)."""
+    return [
+        {
+            "id": new_call_id(),
+            "type": "function",
+            "function": {
+                "name": call["name"],
+                "arguments": json.dumps(call.get("args") or {}, ensure_ascii=False),
+            },
+        }
+        for call in decision.tool_calls
+    ]
+
+
+def finish_reason(decision: Decision) -> str:
+    if decision.ok and decision.tool_calls:
+        return "tool_calls"
+    last = decision.attempts[-1].finish_reason if decision.attempts else None
+    return "length" if last == "length" else "stop"
+
+
+def lokal_info(decision: Decision, profile: Profile) -> dict[str, Any]:
+    """The extra ``lokal`` object of a reply (OpenAI clients ignore it)."""
+    parse = decision.parse or {}
+    info: dict[str, Any] = {
+        "status": decision.status,
+        "attempts": len(decision.attempts),
+        "format": parse.get("format"),
+        "repaired": bool(parse.get("repaired")),
+        "profile": profile.name,
+        "tool_calling": decision.tool_calling,
+    }
+    if parse.get("dropped_calls"):
+        info["dropped_calls"] = parse["dropped_calls"]
+    if parse.get("server_tools"):
+        info["server_tools"] = parse["server_tools"]
+    if decision.error is not None:
+        info["error"] = decision.error.to_dict()
+    return info
+
+
+def usage(decision: Decision) -> dict[str, int]:
+    prompt = decision.usage.prompt_tokens or 0
+    completion = decision.usage.completion_tokens or 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def unusable_text(decision: Decision) -> str:
+    """What an error decision cut off at the token limit had written as an answer."""
+    text = decision.raw_text.strip()
+    try:
+        from pydantic_core import from_json
+
+        value = from_json(text, allow_partial="trailing-strings")
+        if isinstance(value, dict) and isinstance(value.get("content"), str):
+            return value["content"]
+    except ValueError:
+        pass
+    return text
+
+
+def completion_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex[:24]
+
+
+def completion_response(
+    decision: Decision, profile: Profile, tool_calls: list[dict[str, Any]], ident: str
+) -> dict[str, Any]:
+    """The non-streamed reply (``decision`` succeeded, or stopped at the token limit)."""
+    message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    elif decision.ok:
+        message["content"] = (decision.ai_message or {}).get("content", "")
+    else:
+        message["content"] = unusable_text(decision)
+    return {
+        "id": ident,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": profile.name,
+        "system_fingerprint": None,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish_reason(decision),
+            }
+        ],
+        "usage": usage(decision),
+        "lokal": lokal_info(decision, profile),
+    }

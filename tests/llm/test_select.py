@@ -1,0 +1,108 @@
+"""Tool preselection ranks the right tool first and keeps the pinned ones (real MiniLM)."""
+
+import numpy as np
+import pytest
+
+from helpers import DATA
+from lokal.llm.select import ToolSelector, bm25_text, tool_document
+from lokal.skills.builtin import builtin_tools
+
+
+@pytest.fixture(scope="module")
+def tools():
+    return builtin_tools(DATA / "workspace")  # Tools are ToolSpecs
+
+
+@pytest.fixture(scope="module")
+def selector():
+    return ToolSelector()
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Please open README.md and show me what it says.", "file_reader"),
+        ("Compute 12 times 7 for me.", "calculator"),
+        ("Find every file that mentions kubernetes.", "local_file_search"),
+        ("How many times does the letter z appear in pizzazz?", "count_letter_in_string"),
+        ("Give me summary statistics of the table data/x.csv.", "table_analyzer"),
+        ("What's the date today in Berlin?", "get_current_datetime"),
+        ("请帮我查找包含 report 的文件", "local_file_search"),
+        ("现在北京几点了？", "get_current_datetime"),
+    ],
+)
+def test_the_right_tool_ranks_first(selector, tools, question, expected):
+    ranking, dense = selector.rank(question, tools)
+    assert dense
+    assert ranking[0].name == expected, [(t.name, round(t.score, 3)) for t in ranking]
+
+
+def test_top_k_keeps_named_called_and_always_tools(selector, tools):
+    messages = [
+        {"role": "user", "content": "Use count_letter_in_string to check the word banana."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "call_001", "name": "calculator", "args": {"expression": "1"}}],
+        },
+    ]
+    selection = selector.select(messages, tools, k=1, always=["get_current_datetime"])
+    pinned = {t.name: t.pinned for t in selection.ranking if t.pinned}
+    assert pinned == {
+        "count_letter_in_string": "named",
+        "calculator": "called",
+        "get_current_datetime": "always",
+    }
+    assert set(selection.offered) == {selection.ranking[0].name, *pinned}
+    assert selection.to_dict()["k"] == 1
+
+
+def test_without_k_every_tool_is_offered_in_rank_order(selector, tools):
+    selection = selector.select([{"role": "user", "content": "add 2 and 2"}], tools, k=None)
+    assert selection.offered == [t.name for t in selection.ranking]
+    assert len(selection.offered) == len(tools)
+
+
+def test_similarity_separates_a_tool_request_from_small_talk(selector, tools):
+    need = selector.select([{"role": "user", "content": "Read the file notes.txt"}], tools, k=3)
+    chat = selector.select([{"role": "user", "content": "Tell me a nice story."}], tools, k=3)
+    assert need.similarity > chat.similarity
+
+
+def test_bm25_alone_when_embeddings_are_off(tools):
+    ranking, dense = ToolSelector(use_embeddings=False).rank("search files for budget", tools)
+    assert not dense
+    assert ranking[0].name == "local_file_search"
+    assert all(t.similarity == 0.0 for t in ranking)
+
+
+def test_an_injected_embedder_that_fails_is_not_hidden(tools):
+    class Broken:
+        def embed(self, texts):
+            raise OSError("no weights")
+
+    selector = ToolSelector(embedder=Broken())
+    with pytest.raises(OSError):
+        selector.rank("read notes.txt", tools)  # an injected embedder's failure is not hidden
+
+
+def test_tool_vectors_are_cached(tools):
+    calls = []
+
+    class Counting:
+        def embed(self, texts):
+            calls.append(len(texts))
+            return np.ones((len(texts), 4)) / 2.0
+
+    selector = ToolSelector(embedder=Counting())
+    selector.rank("one question", tools)
+    selector.rank("another question", tools)
+    # the background requests and the tools once, then only each question
+    assert calls == [16, len(tools), 1, 1]
+
+
+def test_documents_and_cjk_text_for_bm25(tools):
+    doc = tool_document(next(t for t in tools if t.name == "table_analyzer"))
+    assert doc.startswith("table analyzer") and "summary" in doc and "group by" in doc
+    assert bm25_text("现在几点") == " 现在 在几 几点 "
+    assert bm25_text("file_reader camelCase") == "file reader camel Case"

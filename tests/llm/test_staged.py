@@ -1,0 +1,333 @@
+"""Staged decisions with a scripted backend that reports log-probabilities: each stage picks
+the branch the scores favour; a backend that cannot score gets one grammar per reply."""
+
+import json
+
+import pytest
+
+from helpers import MODEL_CONFIG, basic_tools
+from lokal.config import load_profile
+from lokal.llm.backends import Completion
+from lokal.llm.backends.scripted import ScriptedBackend
+from lokal.llm.decide import generate_ai_message
+from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING, text_numbers, text_spans
+
+NEUTRAL = {
+    "lm_weight": 1.0,
+    "similarity_weight": 0.0,
+    "call_bias": 0.0,
+    "results_bias": 0.0,
+    "name_lm_weight": 1.0,
+    "name_similarity_weight": 0.0,
+    "name_bm25_weight": 0.0,
+    "value_length_weight": 0.0,
+    "continue_bias": 0.0,
+    "generated_values": False,
+}
+
+
+COUNT_TOOL = {
+    "name": "count_letter_in_string",
+    "description": "Count a letter in a text.",
+    "parameters": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "letter": {"type": "string"}},
+        "required": ["text", "letter"],
+    },
+}
+
+
+def staged_profile(**staged):
+    return load_profile(MODEL_CONFIG).with_tool_calling(
+        mode="staged", preselect_k=None, max_retries=1, staged={**NEUTRAL, **staged}
+    )
+
+
+def scorer(table):
+    """A scorer from {continuation prefix: log-probability}; the longest matching key wins,
+    anything else scores -20."""
+
+    def score(prefix, continuation):
+        matches = [k for k in table if continuation.startswith(k)]
+        return table[max(matches, key=len)] if matches else -20.0
+
+    return score
+
+
+def ask(question, backend, profile=None, tools=None):
+    return generate_ai_message(
+        profile or staged_profile(),
+        [{"role": "user", "content": question}],
+        basic_tools() if tools is None else tools,
+        backend=backend,
+    ).to_dict()
+
+
+def test_answer_or_call_follows_the_likelier_opening():
+    wants_call = ScriptedBackend(
+        scorer=scorer({CALL_OPENING: -1.0, ANSWER_OPENING: -3.0, "calculator": -0.1, '"2 + 2"': -1})
+    )
+    result = ask("What is 2 + 2?", wants_call)
+    assert result["status"] == "success" and result["tool_calling"] == "staged"
+    assert result["ai_message"]["tool_calls"][0]["name"] == "calculator"
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"expression": "2 + 2"}
+    stage = result["attempts"][0]["staged"]
+    assert stage["choice"] == "call" and stage["answer_or_call"]["lm"] == pytest.approx(2.0)
+
+    wants_answer = ScriptedBackend(
+        ['{"content": "4"}'], scorer=scorer({CALL_OPENING: -3.0, ANSWER_OPENING: -1.0})
+    )
+    result = ask("What is 2 + 2?", wants_answer)
+    assert result["ai_message"] == {"role": "assistant", "content": "4", "tool_calls": []}
+    assert wants_answer.requests[0].response_schema["required"] == ["content"]
+    assert wants_answer.scored == [("", [CALL_OPENING, ANSWER_OPENING])]
+
+
+def test_the_bias_moves_the_decision():
+    backend = ScriptedBackend(
+        ['{"content": "hello"}'],
+        scorer=scorer({CALL_OPENING: -1.0, ANSWER_OPENING: -1.5}),
+    )
+    result = ask("Hi!", backend, profile=staged_profile(call_bias=-1.0))
+    assert result["ai_message"]["content"] == "hello"
+    assert result["attempts"][0]["staged"]["answer_or_call"]["margin"] == pytest.approx(-0.5)
+
+
+def test_the_tool_name_is_the_likeliest_one():
+    backend = ScriptedBackend(
+        scorer=scorer(
+            {
+                CALL_OPENING: 0.0,
+                ANSWER_OPENING: -5.0,
+                "file_reader": -4.0,
+                "local_file_search": -0.5,
+                "calculator": -3.0,
+                "table_analyzer": -6.0,
+                '"budget"': -0.2,
+            }
+        )
+    )
+    result = ask("Find the files about budget.", backend)
+    call = result["ai_message"]["tool_calls"][0]
+    assert call["name"] == "local_file_search" and call["args"] == {"query": "budget"}
+    names = result["attempts"][0]["staged"]["calls"][0]["scores"]
+    assert max(names, key=lambda n: names[n]["fused"]) == "local_file_search"
+
+
+def test_argument_values_are_spans_of_the_question_chosen_by_likelihood():
+    tools = [COUNT_TOOL]
+
+    def score(prefix, continuation):
+        if prefix.endswith('"text": '):
+            return scorer({'"mississippi"': -1.0, '"s"': -1.5})(prefix, continuation)
+        if prefix.endswith('"letter": '):
+            return scorer({'"mississippi"': -1.0, '"s"': -0.5})(prefix, continuation)
+        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0})(prefix, continuation)
+
+    backend = ScriptedBackend(scorer=score)
+    result = ask("How many s are in mississippi?", backend, tools=tools)
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"text": "mississippi", "letter": "s"}
+    # the value already given to `text` is offered last for `letter`
+    letter_round = next(c for p, c in backend.scored if p.endswith('"letter": '))
+    assert letter_round[-1].startswith('"mississippi"')
+    assert not backend.requests, "no value was generated: every one was scored"
+
+
+def test_enum_and_boolean_values_are_the_only_candidates():
+    tools = [
+        {
+            "name": "set_mode",
+            "description": "Set the mode.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "mode": {"type": "string", "enum": ["fast", "safe"]},
+                    "verbose": {"type": "boolean"},
+                },
+                "required": ["mode", "verbose"],
+            },
+        }
+    ]
+    backend = ScriptedBackend(
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, '"safe"': -0.1, "false": -0.1})
+    )
+    result = ask("switch to the careful mode", backend, tools=tools)
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"mode": "safe", "verbose": False}
+    rounds = {p.rsplit('"', 2)[-2]: c for p, c in backend.scored if p.endswith(": ")}
+    assert [c.split(",")[0].rstrip("}]") for c in rounds["mode"]] == ['"fast"', '"safe"']
+    assert [c.split(",")[0].rstrip("}]") for c in rounds["verbose"]] == ["true", "false"]
+
+
+def test_optional_parameters_the_question_does_not_mention_are_left_out():
+    backend = ScriptedBackend(
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "file_reader": 0.0, '"a.txt"': 0})
+    )
+    result = ask("read a.txt", backend)
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"path": "a.txt"}
+
+    backend = ScriptedBackend(
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "file_reader": 0.0, "50": 0.0})
+    )
+    result = ask("read a.txt, at most 50 max chars", backend)
+    assert result["ai_message"]["tool_calls"][0]["args"]["max_chars"] == 50
+
+
+def test_another_call_only_while_continuing_is_likelier():
+    state = {"continues": 0}
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            state["continues"] += 1
+            return 0.0 if state["continues"] == 1 else -9.0
+        if continuation == "]}":
+            return -1.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0.0}
+        if '"expression": ' in prefix and "2 + 2" not in prefix:
+            table['"2 + 2"'] = 0.0
+        else:
+            table['"3 * 3"'] = 0.0
+        return scorer(table)(prefix, continuation)
+
+    backend = ScriptedBackend(scorer=score)
+    result = ask("Compute 2 + 2 and 3 * 3", backend)
+    calls = result["ai_message"]["tool_calls"]
+    assert [c["args"]["expression"] for c in calls] == ["2 + 2", "3 * 3"]
+    assert [c["id"] for c in calls] == ["call_001", "call_002"]
+
+
+def test_identical_calls_are_merged():
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return 0.0 if prefix.count("calculator") < 2 else -9.0
+        if continuation == "]}":
+            return -1.0
+        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0, '"2 + 2"': 0})(
+            prefix, continuation
+        )
+
+    result = ask("Compute 2 + 2", ScriptedBackend(scorer=score))
+    assert len(result["ai_message"]["tool_calls"]) == 1
+    assert result["parse"]["merged_duplicates"] == 1
+
+
+def test_parallel_calls_off_means_one_call():
+    profile = staged_profile().with_tool_calling(parallel_calls=False)
+    backend = ScriptedBackend(
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0, ', {"name": "': 5})
+    )
+    result = ask("Compute 2 + 2", backend, profile=profile)
+    assert len(result["ai_message"]["tool_calls"]) == 1
+    assert all(c != [', {"name": "', "]}"] for _, c in backend.scored)
+
+
+def test_a_backend_that_cannot_score_gets_one_grammar_per_reply():
+    backend = ScriptedBackend(
+        [json.dumps({"tool_calls": [{"name": "calculator", "args": {"expression": "1+1"}}]})]
+    )
+    result = ask("1+1?", backend)
+    assert result["status"] == "success"
+    assert result["tool_calling"] == "constrained" and "cannot score" in result["fallback"]
+    schema = backend.requests[0].response_schema
+    assert "anyOf" in schema  # the whole reply envelope: answer or calls
+
+
+def test_a_placeholder_answer_is_retried_with_the_reason():
+    backend = ScriptedBackend(
+        ['{"content": "<your answer>"}', '{"content": "It is 4."}'],
+        scorer=scorer({CALL_OPENING: -5.0, ANSWER_OPENING: 0.0}),
+    )
+    result = ask("2+2?", backend)
+    assert result["status"] == "success" and result["ai_message"]["content"] == "It is 4."
+    first = result["attempts"][0]
+    assert first["error"]["type"] == "bad_reply" and "placeholder" in first["error"]["message"]
+    corrective = backend.requests[1].messages[-1]["content"]
+    assert "placeholder" in corrective
+    # a copied text is retried with a repeat penalty as well
+    assert backend.requests[1].settings.repeat_penalty >= 1.15
+
+
+def test_an_answer_cut_off_twice_is_an_error_not_a_success():
+    cut = Completion(text='{"content": "la la la la', finish_reason="length", completion_tokens=256)
+    backend = ScriptedBackend([cut, cut], scorer=scorer({CALL_OPENING: -5.0, ANSWER_OPENING: 0.0}))
+    result = ask("Sing", backend)
+    assert result["status"] == "error"
+    assert result["error"]["type"] in ("bad_reply", "parse_error")
+    assert len(result["attempts"]) == 2
+
+
+def test_a_plan_with_no_steps_is_a_parse_error():
+    empty = json.dumps({"reasoning": "nothing to do", "plan": []})
+    profile = load_profile(MODEL_CONFIG).with_tool_calling(mode="prompt_json", max_retries=0)
+    result = generate_ai_message(
+        profile,
+        [{"role": "user", "content": "Read a.txt"}],
+        basic_tools(),
+        strategy="plan_execute",
+        backend=ScriptedBackend([empty]),
+    ).to_dict()
+    assert result["status"] == "error" and result["error"]["type"] == "parse_error"
+    assert "no step" in result["error"]["message"]
+
+
+def test_spans_and_numbers_of_a_question():
+    spans = text_spans("How many r's are in strawberry?")
+    assert "strawberry" in spans and "r" in spans and "in" not in spans
+    assert "17 * 23 + 4" in text_spans("What is 17 * 23 + 4?")
+    assert "bob@example.com" in text_spans("Email bob@example.com now.")
+    assert text_numbers("Convert 1,250.5 euros, then 3 more") == [1250.5, 3]
+
+
+def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
+    call = {"id": "call_001", "name": "calculator", "args": {"expression": "2 + 2"}}
+    messages = [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {
+            "role": "tool",
+            "tool_call_id": "call_001",
+            "name": "calculator",
+            "status": "success",
+            "content": json.dumps({"status": "success", "output": {"result": 4}, "error": None}),
+        },
+    ]
+    backend = ScriptedBackend(
+        ['{"content": "It is 4."}'],
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0, '"2 + 2"': 0}),
+    )
+    result = generate_ai_message(staged_profile(), messages, basic_tools(), backend=backend)
+    result = result.to_dict()
+    assert result["ai_message"]["content"] == "It is 4."
+    staged = result["attempts"][0]["staged"]
+    assert staged["choice"] == "answer" and staged["calls"][0]["repeat_of_a_done_call"]
+
+
+def test_an_answer_that_ignores_the_results_is_retried_then_shown_with_them():
+    call = {
+        "id": "call_001",
+        "name": "count_letter_in_string",
+        "args": {"text": "abba", "letter": "b"},
+    }
+    messages = [
+        {"role": "user", "content": "How many b are in abba?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {
+            "role": "tool",
+            "tool_call_id": "call_001",
+            "name": "count_letter_in_string",
+            "status": "success",
+            "content": json.dumps(
+                {"status": "success", "output": {"text": "abba", "letter": "b", "count": 2}}
+            ),
+        },
+    ]
+    tools = [COUNT_TOOL]
+    backend = ScriptedBackend(
+        ['{"content": "It is a palindrome."}', '{"content": "A nice word."}'],
+        scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0}),
+    )
+    result = generate_ai_message(staged_profile(), messages, tools, backend=backend).to_dict()
+    first = result["attempts"][0]["error"]["message"]
+    assert "does not use the tool results" in first and "2" in first
+    assert "count: 2" in backend.requests[0].messages[-1]["content"]  # the evidence shown
+    assert result["status"] == "success" and result["parse"]["grounding_appended"]
+    assert result["ai_message"]["content"] == "A nice word.\n\n(From the tool results: count: 2)"

@@ -1,0 +1,120 @@
+"""``lokal run --mcp servers.json``: a run that calls an MCP tool, scripted and on the bundled
+model; the servers stop when the run ends."""
+
+import json
+
+import pytest
+from mcp_fixtures import gone, stdio_server
+
+from helpers import DATA, MODEL_CONFIG, envelope
+from lokal.cli import main
+from lokal.llm.backends import clear_backend_cache, register_backend
+from lokal.llm.backends.scripted import ScriptedBackend
+
+pytest.importorskip("mcp")
+
+WORKSPACE = DATA / "workspace"
+SCRIPTED_YAML = """model:
+  name: scripted-mcp
+  display_name: scripted model (no model)
+  backend: scripted-mcp
+tool_calling:
+  mode: prompt_json
+"""
+
+
+@pytest.fixture
+def servers_json(tmp_path):
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": {"weather": stdio_server()}}), encoding="utf-8")
+    return path
+
+
+def _answer(request):
+    """The scripted model's second turn: answer from the tool results it was given."""
+    results = [m for m in request.conversation if m.get("role") == "tool"]
+    weather = next(m for m in results if m["name"] == "weather_get-weather")
+    output = json.loads(weather["content"])["output"]["result"]
+    return envelope(content=f"The MCP server says: {output}.")
+
+
+def test_lokal_run_calls_an_mcp_tool_scripted(tmp_path, servers_json, capsys):
+    backend = ScriptedBackend(
+        [
+            envelope([("weather_get-weather", {"city": "Oslo"}), ("weather_whoami", {})]),
+            _answer,
+        ]
+    )
+    register_backend("scripted-mcp", lambda profile: backend)
+    clear_backend_cache()
+    config = tmp_path / "model.yaml"
+    config.write_text(SCRIPTED_YAML, encoding="utf-8")
+    trace = tmp_path / "trace.jsonl"
+    try:
+        code = main(
+            [
+                "run",
+                "What is the weather in Oslo? Use the weather_get-weather tool.",
+                "--model_config",
+                str(config),
+                "--workspace",
+                str(WORKSPACE),
+                "--mcp",
+                str(servers_json),
+                "--trace",
+                str(trace),
+                "--quiet",
+                "--json",
+            ]
+        )
+    finally:
+        clear_backend_cache()
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["answer"] == "The MCP server says: sunny in Oslo."
+    offered = {t["function"]["name"] for t in backend.requests[0].tools}
+    assert {"weather_get-weather", "weather_echo", "file_reader"} <= offered
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    ends = {e["name"]: e for e in events if e["type"] == "tool_end"}
+    assert ends["weather_get-weather"]["status"] == "success"
+    whoami = next(m for m in out["messages"] if m.get("name") == "weather_whoami")
+    pid = json.loads(whoami["content"])["output"]["pid"]
+    assert gone(pid), "the MCP server outlived the run"
+
+
+def test_lokal_run_refuses_a_bad_mcp_config_before_any_model(tmp_path, capsys):
+    bad = tmp_path / "servers.json"
+    bad.write_text(json.dumps({"mcpServers": {"w": {"command": 3}}}), encoding="utf-8")
+    code = main(["run", "hi", "--model_name", "mock", "--quiet", "--mcp", str(bad)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "mcpServers.w.command must be a non-empty string" in err
+
+
+@pytest.mark.model
+def test_lokal_run_calls_an_mcp_tool_on_the_bundled_model(tmp_path, servers_json, capsys):
+    trace = tmp_path / "trace.jsonl"
+    code = main(
+        [
+            "run",
+            "Use the weather_get-weather tool to get the weather in Oslo.",
+            "--model_config",
+            str(MODEL_CONFIG),
+            "--workspace",
+            str(WORKSPACE),
+            "--mcp",
+            str(servers_json),
+            "--max_iterations",
+            "3",
+            "--trace",
+            str(trace),
+            "--quiet",
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert code == 0 and out["answered"]
+    assert "weather_get-weather" in events[0]["tools"]  # offered with the built-in tools
+    mcp_calls = [e for e in events if e["type"] == "tool_end" and e["name"].startswith("weather_")]
+    assert mcp_calls, "the model called no MCP tool"
+    assert any(e["status"] == "success" for e in mcp_calls)

@@ -1,0 +1,85 @@
+"""`lokal run` end to end on the bundled model with real tools: the trace is complete and
+consistent (what the 135M model answers is not asserted)."""
+
+import json
+
+import pytest
+
+from helpers import DATA, MODEL_CONFIG
+from lokal.cli import main
+from lokal.trace import read_trace
+
+pytestmark = pytest.mark.model
+
+
+def test_lokal_run_on_the_bundled_model_writes_a_complete_trace(tmp_path, capsys):
+    trace_path = tmp_path / "trace.jsonl"
+    code = main(
+        [
+            "run",
+            "Use the file_reader tool to read docs/agent_intro.txt, then tell me what it says.",
+            "--model_config",
+            str(MODEL_CONFIG),
+            "--workspace",
+            str(DATA / "workspace"),
+            "--skills",
+            str(DATA / "skills"),
+            "--max_iterations",
+            "3",
+            "--trace",
+            str(trace_path),
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    events = [json.loads(line) for line in trace_path.read_text(encoding="utf-8").splitlines()]
+    assert code == 0 and out["answered"]  # the run ends with an answer, guard or not
+    # the run loads the model as a step of its own, right after run_start
+    assert events[0]["type"] == "run_start" and events[-1]["type"] == "final"
+    assert events[1]["type"] == "model_load" and events[1]["duration_s"] >= 0
+    assert out["model_load_s"] == round(events[1]["duration_s"], 4)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["answer"] == out["answer"] and events[-1]["status"] == out["status"]
+
+    decisions = [e for e in read_trace(trace_path) if e["type"] == "decision"]
+    assert decisions, "at least one decision"
+    for decision in decisions:
+        assert decision["prompt"][0]["role"] == "system"
+        assert decision["raw_text"] == decision["attempts"][-1]["raw_text"]
+        assert decision["usage"]["prompt_tokens"] > 0
+        assert decision["usage"]["completion_tokens"] > 0
+    # every call a decision asked for was run: one start and one end per call id, in order
+    asked = [c["id"] for d in decisions if d["ai_message"] for c in d["ai_message"]["tool_calls"]]
+    started = [e["call_id"] for e in events if e["type"] == "tool_start"]
+    ended = [e["call_id"] for e in events if e["type"] == "tool_end"]
+    guard = [e for e in events if e["type"] == "guard"]
+    if not any(g["guard"] == "repeated_call" for g in guard):
+        assert sorted(started) == sorted(ended) == sorted(asked)
+    for end in (e for e in events if e["type"] == "tool_end"):
+        assert end["end_perf"] >= end["start_perf"]
+    # the conversation in the result matches the trace: one ToolMessage per executed call
+    tool_messages = [m for m in out["messages"] if m["role"] == "tool"]
+    assert sorted(m["tool_call_id"] for m in tool_messages) == sorted(ended)
+    assert out["usage"]["prompt_tokens"] == sum(d["usage"]["prompt_tokens"] for d in decisions)
+
+
+def test_the_main_job_reads_the_file_and_answers_from_it(tmp_path, capsys):
+    """`make run`'s question on the default (staged) profile: the path is copied from the
+    question, the call is made once, and the answer is written after its result."""
+    code = main(
+        [
+            "run",
+            "Use the file_reader tool to read docs/agent_intro.txt, then tell me what an agent "
+            "is made of.",
+            *["--model_config", str(MODEL_CONFIG), "--workspace", str(DATA / "workspace")],
+            *["--skills", str(DATA / "skills"), "--max_iterations", "4", "--json", "--quiet"],
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["answered"] and out["status"] == "final"
+    calls = [c for m in out["messages"] if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert [(c["name"], c["args"]) for c in calls] == [
+        ("file_reader", {"path": "docs/agent_intro.txt"})
+    ]
+    results = [m for m in out["messages"] if m["role"] == "tool"]
+    assert len(results) == 1 and results[0]["status"] == "success"
