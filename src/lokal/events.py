@@ -163,7 +163,9 @@ class DecisionMade(RunEvent):
     see ``lokal.trace``; ``prompt`` in full once expanded), the reply and how it parsed."""
 
     type: ClassVar[str] = "decision"
-    _optional: ClassVar[frozenset[str]] = frozenset({"prompt_ref", "prompt_messages", "prompt"})
+    _optional: ClassVar[frozenset[str]] = frozenset(
+        {"prompt_ref", "prompt_messages", "prompt", "tool_calling", "model"}
+    )
 
     iteration: int
     purpose: str
@@ -178,6 +180,10 @@ class DecisionMade(RunEvent):
     latency_ms: float = 0.0
     ai_message: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # how tools reached the model (prompt_json, builtin, constrained, staged) and the model
+    # (profile, display_name, backend); absent from traces written before they were recorded
+    tool_calling: str | None = None
+    model: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

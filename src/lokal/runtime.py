@@ -305,6 +305,8 @@ class _Run:
                 latency_ms=result.latency_ms,
                 ai_message=result.ai_message,
                 error=record["error"],
+                tool_calling=result.tool_calling,
+                model=result.model,
             )
         )
         return result

@@ -20,10 +20,13 @@ from lokal.cli import COMMANDS, build_parser, main
 MESSAGES = DATA / "messages" / "messages_with_tool.json"
 TOOLS = DATA / "messages" / "tools_schema_basic.json"
 WORKSPACE = DATA / "workspace"
-MOCK_PROFILES = MOCK_YAML + """models:
+MOCK_PROFILES = (
+    MOCK_YAML
+    + """models:
   quick:
     display_name: quick mock (no tool preselection, so no MiniLM to load)
 """
+)
 
 GROUPS = {
     "rag": ["index", "ask", "search", "stats", "eval"],

@@ -10,16 +10,15 @@ from __future__ import annotations
 import json
 import keyword
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import TEST_DATA
 from lokal.errors import ParseError
 from lokal.llm.parser import ParseResult, extract_json_values, parse_model_output
 from lokal.messages import validate_ai_message
-from helpers import TEST_DATA
 
 TOOLSETS = json.loads((TEST_DATA / "parser_tools.json").read_text("utf-8"))
 BASIC = TOOLSETS["basic"]

@@ -10,11 +10,11 @@ recovery rate in the terminal summary.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 import lokal.llm.parser.values as coercion
+from helpers import TEST_DATA
 from lokal.errors import ConfigError, ParseError
 from lokal.llm import parser as parsing
 from lokal.llm.parser import (
@@ -26,7 +26,6 @@ from lokal.llm.parser import (
 )
 from lokal.llm.parser.read import tool_index as tools_by_name
 from lokal.messages import validate_ai_message
-from helpers import TEST_DATA
 
 DATA = TEST_DATA
 CORPUS = json.loads((DATA / "parser_corpus.json").read_text(encoding="utf-8"))

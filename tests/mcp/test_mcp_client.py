@@ -11,6 +11,9 @@ from lokal.errors import ConfigError
 from lokal.mcp.client import McpError, McpSession, open_mcp_tools
 from lokal.tools.registry import ToolRegistry, tool
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mcp")
 
 SECRET = "LOKAL_TEST_MCP_SECRET"

@@ -11,6 +11,9 @@ from mcp_fixtures import FIXTURE_SERVER
 from lokal.mcp.client import McpSession
 from lokal.tools.registry import ToolRegistry
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mcp")
 
 

@@ -11,6 +11,9 @@ from lokal.cli import main
 from lokal.llm.backends import clear_backend_cache, register_backend
 from lokal.llm.backends.scripted import ScriptedBackend
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mcp")
 
 WORKSPACE = DATA / "workspace"

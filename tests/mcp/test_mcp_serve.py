@@ -10,6 +10,9 @@ from mcp_fixtures import stdio_server
 from helpers import DATA
 from lokal.cli import main
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 mcp = pytest.importorskip("mcp")
 
 WORKSPACE = DATA / "workspace"

@@ -68,6 +68,9 @@ EXPECTED_KEYS: dict[str, set[tuple[str, ...]]] = {
             "latency_ms",
             "ai_message",
             "error",
+            # added with the trace viewer: how tools reached the model, and which model
+            "tool_calling",
+            "model",
         )
     },
     "tool_start": {(*STAMPS, *TOOL, *TOOL_START), (*STAMPS, *TOOL, "reused", *TOOL_START)},

@@ -17,6 +17,9 @@ from lokal.llm.backends import Completion
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.progress import report
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 
 class Blocking(ScriptedBackend):
     """A scripted model that waits for ``go`` before each reply."""

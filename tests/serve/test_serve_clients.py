@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from serve_support import KEY, QUESTION, TOOLS, calls_reply
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 agents = pytest.importorskip("agents")
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from serve_support import PING, QUESTION, TOOLS, WEATHER, accumulate, calls_reply, hermes
+
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def test_ollama_11185_tool_calls_are_not_returned_as_content(serve, profile):

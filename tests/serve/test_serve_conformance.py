@@ -9,6 +9,9 @@ import json
 import pytest
 from serve_support import QUESTION, TOOLS, accumulate, calls_reply, shape
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 TWO_CALLS = calls_reply(("get_weather", {"city": "Paris"}), ("get_time", {"city": "Paris"}))
 
 CHOICES = {

@@ -1,10 +1,14 @@
 """``lokal serve --mcp``: tools the server runs itself, beside the tools of each request."""
 
+import pytest
 from serve_support import QUESTION, TOOLS, calls_reply
 
 from helpers import mcp_stdio_server
 from lokal.mcp.client import open_mcp_tools
 from lokal.tools.registry import ToolRegistry, tool
+
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
 
 MODEL = "smollm2-135m-free"  # the profile tests/serve/conftest.py serves
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from helpers import REPO
 from lokal.messages import read_tool_result
 from lokal.skills import SkillError, SkillLibrary, skill_tools
 from lokal.tools import ToolRegistry
-from helpers import REPO
 
 ROOT = REPO
 SKILLS = ROOT / "data" / "skills"

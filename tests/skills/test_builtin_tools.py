@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import DATA
 from lokal.errors import ConfigError
 from lokal.messages import read_tool_result
 from lokal.skills import Workspace, WorkspaceError, builtin_tools, register_builtin_tools
 from lokal.skills.builtin import calculate, parse_filter
 from lokal.tools import ToolRegistry
-from helpers import DATA
 
 SAMPLE = DATA / "workspace"
 

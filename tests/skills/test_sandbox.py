@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from lokal.errors import ConfigError
 from lokal.skills.sandbox import run_sandboxed, sandbox_capabilities, sandbox_main
-from helpers import REPO
 
 ROOT = REPO
 WEATHER = ROOT / "data" / "skills" / "weather-forecast"

@@ -15,6 +15,9 @@ from lokal.config import load_profile
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.serve.app import create_app
 
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def served(tmp_path):

@@ -8,12 +8,16 @@ import os
 import re
 import shutil
 
+import pytest
 from viewer_support import recorded_run
 
 from helpers import REPO
 from lokal.cli import main
 from lokal.trace import read_trace
 from lokal.viewer.page import build_page
+
+# starts MCP servers, a browser or an HTTP server: in `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
 
 SCREENSHOT = REPO / "docs" / "img" / "trace-viewer.png"
 
