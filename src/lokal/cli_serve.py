@@ -53,6 +53,15 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="the runs shown at /traces (default $LOKAL_HOME/traces)",
     )
     parser.add_argument(
+        "--prompt-cache-mb",
+        "--prompt_cache_mb",
+        dest="prompt_cache_mb",
+        type=int,
+        default=512,
+        help="RAM (MB) for saved llama.cpp prompt states, so that clients' conversations each "
+        "resume from their own prefix (512; 0: off)",
+    )
+    parser.add_argument(
         "--conversations",
         action="store_true",
         help="record each request in the conversation store ($LOKAL_HOME/lokal.db), under "
@@ -69,8 +78,8 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
 def serve_command(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
-    if args.max_queue < 0 or args.max_body_bytes < 1:
-        raise ConfigError("--max-queue must be >= 0 and --max-body-bytes >= 1")
+    if args.max_queue < 0 or args.max_body_bytes < 1 or args.prompt_cache_mb < 0:
+        raise ConfigError("--max-queue and --prompt-cache-mb must be >= 0, --max-body-bytes >= 1")
     profile = profile_from_args(args)  # an unknown profile fails here, before anything loads
     try:
         import uvicorn
@@ -105,7 +114,9 @@ def serve_command(args: argparse.Namespace) -> int:
             max_body_bytes=args.max_body_bytes,
             log=args.log,
             server_tools=server_tools,
-            traces_dir=getattr(args, "traces_dir", None),
+            traces_dir=args.traces_dir,
+            conversations=store,
+            prompt_cache_mb=args.prompt_cache_mb,
         )
         where = f"http://{args.host}:{args.port}/v1"
         tools = f"; server tools: {', '.join(server_tools.names())}" if server_tools else ""

@@ -172,6 +172,13 @@ class ModelSettings(_Strict):
         "llguidance",
         description="how constrained decoding masks tokens: llguidance (fast) or llama.cpp's GBNF",
     )
+    prompt_cache_mb: int = Field(
+        0,
+        ge=0,
+        description="RAM (MB) for saved llama.cpp states of earlier prompts, so that "
+        "interleaved conversations each resume from their own prefix (lokal serve); 0: only "
+        "the previous prompt's prefix is reused",
+    )
     # transformers
     model_name_or_path: str | None = None
     tokenizer_path: str | None = None

@@ -181,3 +181,43 @@ def test_the_bundled_model_reports_each_token_as_it_generates(profile):
     assert seen[0] == {"phase": "generating"}
     # one report per sampled token; llama.cpp samples one more before it sees the limit
     assert 0 < completion.completion_tokens <= tokens <= completion.completion_tokens + 1
+
+
+def _turns(topic: str) -> list[dict]:
+    messages = [{"role": "system", "content": f"You help with questions about {topic}."}]
+    for n in range(6):
+        messages += [
+            {"role": "user", "content": f"Tell me fact number {n + 1} about {topic}."},
+            {"role": "assistant", "content": f"Fact {n + 1}: {topic} has long, detailed notes."},
+        ]
+    return messages
+
+
+def test_saved_prompt_states_let_conversations_take_turns():
+    """With model.prompt_cache_mb, a conversation whose turn comes after another's resumes
+    from its own saved state; the scores are the same as when read from scratch."""
+    from lokal.config import Profile
+    from lokal.llm.backends import GenerationRequest, clear_backend_cache
+
+    base = load_profile(MODEL_CONFIG)
+    a, b = _turns("volcanoes"), _turns("tea")
+    a2 = [*a, {"role": "user", "content": "And fact seven?"}]
+    choices = [" Fact", " I"]
+
+    def ask(backend, messages):
+        request = GenerationRequest(messages=messages, settings=base.generation)
+        return backend.score(request, choices), backend.last_score["reused_prompt_tokens"]
+
+    results = {}
+    for cache_mb in (0, 256):
+        clear_backend_cache()
+        model = base.model.model_copy(update={"prompt_cache_mb": cache_mb})
+        backend = get_backend(Profile(base.name, model, base.generation, base.tool_calling))
+        ask(backend, a)
+        ask(backend, b)  # the other conversation's turn
+        results[cache_mb] = ask(backend, a2)
+    clear_backend_cache()
+    (cold_scores, cold_reused), (warm_scores, warm_reused) = results[0], results[256]
+    assert cold_reused < 20  # only the chat template's opening is shared with the other
+    assert warm_reused > 100  # A's whole history came back from its saved state
+    assert warm_scores == pytest.approx(cold_scores, abs=1e-3)

@@ -102,3 +102,30 @@ def test_requests_are_recorded_in_the_conversation_store_when_it_is_on(serve, tm
     assert second["messages"][-1]["tool_calls"][0]["name"] == "get_weather"
     assert store.list()[0]["name"] == "t"
     store.close()
+
+
+def test_the_serve_command_passes_its_options_to_the_app(monkeypatch, tmp_path):
+    """--conversations, --prompt-cache-mb and --traces-dir reach create_app (a recording
+    stand-in for the app and for uvicorn.run: no port is opened)."""
+    import uvicorn
+
+    import lokal.serve.app
+    from lokal.cli import main
+    from lokal.memory.conversations import ConversationStore
+
+    seen = {}
+
+    class App:
+        state = type("State", (), {"names": ["mock"]})
+
+    def create_app(*args, **kwargs):
+        seen.update(kwargs)
+        return App()
+
+    monkeypatch.setattr(lokal.serve.app, "create_app", create_app)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.setdefault("ran", app))
+    argv = ["serve", "--profile", "mock", "--conversations", "--traces-dir", str(tmp_path)]
+    assert main([*argv, "--prompt-cache-mb", "64"]) == 0
+    assert isinstance(seen["conversations"], ConversationStore)
+    assert seen["prompt_cache_mb"] == 64 and seen["traces_dir"] == str(tmp_path)
+    assert seen["server_tools"] is None and isinstance(seen["ran"], App)

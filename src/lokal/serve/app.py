@@ -178,6 +178,7 @@ def create_app(
     server_tools: ToolRegistry | None = None,
     traces_dir: str | Path | None = None,
     conversations: ConversationStore | None = None,
+    prompt_cache_mb: int | None = None,
 ) -> FastAPI:
     """The app serving ``config`` (a model.yaml path or mapping, or one Profile).
 
@@ -192,7 +193,9 @@ def create_app(
     ``traces_dir``: the runs shown at ``/traces`` (default ``$LOKAL_HOME/traces``).
     ``conversations``: record each request (its last user message, the reply, tokens and
     latency) as a run of the conversation the request names (the ``X-Lokal-Conversation``
-    header, else the request's ``user`` field, else ``serve``).
+    header, else the request's ``user`` field, else ``serve``). ``prompt_cache_mb``: RAM for
+    saved llama.cpp prompt states, so that the conversations of different clients each resume
+    from their own prefix (overrides the profiles' ``model.prompt_cache_mb``).
     """
     source = config if isinstance(config, dict | Profile) else _config_path(config)
     names = served_names(source, profile)
@@ -216,6 +219,11 @@ def create_app(
                     raise ConfigError(f"unknown profile {name!r}")
             if backend_name:
                 loaded = loaded.with_backend(backend_name)
+            if prompt_cache_mb is not None:
+                model = loaded.model.model_copy(update={"prompt_cache_mb": prompt_cache_mb})
+                loaded = Profile(
+                    loaded.name, model, loaded.generation, loaded.tool_calling, loaded.source
+                )
             profiles[name] = loaded
         return profiles[name]
 

@@ -85,6 +85,15 @@ class LlamaCppBackend:
         self.grammar_engine = settings.grammar_engine
         self._token_masks: TokenMasks | None = None
         self._reused = 0
+        # states of earlier prompts by their tokens, so that conversations taking turns (a
+        # server's clients) each resume from their own prefix; create_completion uses it too
+        self._states = (
+            llama_cpp.LlamaRAMCache(capacity_bytes=settings.prompt_cache_mb << 20)
+            if settings.prompt_cache_mb
+            else None
+        )
+        if self._states is not None:
+            self.llm.set_cache(self._states)
         self.last_score: dict[str, int] = {}
         self._lock = threading.Lock()
         # free the model before interpreter shutdown tears down llama_cpp's module globals
@@ -280,11 +289,21 @@ class LlamaCppBackend:
         llm = self.llm
         cached = llm.n_tokens
         keep = llm.longest_token_prefix(llm._input_ids[:cached].tolist(), tokens) if cached else 0
+        if self._states is not None and tokens in self._states:
+            state = self._states[tokens]  # the saved state sharing the longest prefix
+            saved = llm.longest_token_prefix(state.input_ids.tolist(), tokens)
+            if saved > keep:  # another conversation's turn came in between: resume ours
+                llm.load_state(state)
+                keep = saved
         keep = min(keep, len(tokens) - 1)  # re-read at least one token for fresh logits
         self._reused = keep
         llm.n_tokens = keep
         llm.eval(tokens[keep:])
-        return np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).copy()
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+        logits = logits.copy()
+        if self._states is not None and len(tokens) - keep > _SAVE_AFTER_TOKENS:
+            self._states[tokens] = llm.save_state()
+        return logits
 
     def _logits_after(self, position: int, tokens: list[int]) -> np.ndarray:
         """Logits after each of ``tokens`` placed at ``position`` (the cache is not kept)."""
@@ -294,6 +313,10 @@ class LlamaCppBackend:
         llm._ctx.decode(llm._batch)
         rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(tokens), llm.n_vocab()))
         return rows.copy()
+
+
+# a prefill that read fewer new tokens than this is not worth a saved state
+_SAVE_AFTER_TOKENS = 64
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
