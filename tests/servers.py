@@ -73,3 +73,33 @@ def llama_cpp_server(model_path: str, log: Path) -> Iterator[str]:
     base = f"http://127.0.0.1:{port}/v1"
     with run_server(args, f"{base}/models", log):
         yield base
+
+
+class AppServer:
+    """An ASGI app on loopback: uvicorn in a daemon thread on a free port, ``base`` its URL."""
+
+    def __init__(self, app: object) -> None:
+        import threading
+
+        import uvicorn
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.app = app
+        self.port = sock.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
+        self.thread.daemon = True
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)

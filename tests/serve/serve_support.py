@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from typing import Any
 
 import openai
-import uvicorn
 from openai.lib.streaming.chat import ChatCompletionStreamState
+
+from servers import AppServer
 
 WEATHER = {
     "type": "function",
@@ -85,34 +83,15 @@ def shape(completion: Any) -> dict[str, Any]:
 KEY = "sk-test-secret-0123456789"
 
 
-class Served:
+class Served(AppServer):
     """A running server: ``url`` (…/v1), ``client()`` (an openai.OpenAI), the ``log``."""
 
     def __init__(self, app: Any, log: list[dict[str, Any]]) -> None:
-        self.app = app
+        super().__init__(app)
         self.log = log
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self.base = f"http://127.0.0.1:{self.port}"
         self.url = self.base + "/v1"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
-        self.thread.daemon = True
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
 
     def client(self, api_key: str = KEY, **kwargs: Any) -> Any:
         kwargs.setdefault("max_retries", 0)
         kwargs.setdefault("timeout", 20)
         return openai.OpenAI(base_url=self.url, api_key=api_key, **kwargs)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)

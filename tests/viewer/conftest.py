@@ -10,8 +10,10 @@ import pytest
 from viewer_support import CHROMIUM_HINT, SCRIPTED_RUN, chromium_path, record_scripted_run
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
+    # module, not session: Playwright's sync API keeps an event loop running in this thread
+    # while it is open, which would break asyncio.run in the tests collected after these
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -14,6 +14,7 @@ from lokal.config import load_profile
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.runtime import Agent, AgentSettings, JsonlTrace
 from lokal.tools.registry import ToolRegistry, tool
+from servers import AppServer
 
 TRACES = TEST_DATA / "traces"
 BUNDLED_RUN = TRACES / "bundled_run.jsonl"  # recorded from the bundled model (the lead's)
@@ -123,30 +124,5 @@ def chromium_path() -> str:
     pytest.fail(CHROMIUM_HINT, pytrace=False)
 
 
-class LiveServer:
+class LiveServer(AppServer):
     """``lokal serve``'s app on loopback (uvicorn in a thread, a free port)."""
-
-    def __init__(self, app: Any) -> None:
-        import socket
-        import threading
-
-        import uvicorn
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
-        self.thread.daemon = True
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
