@@ -24,7 +24,7 @@ from lokal.bench.batch import load_cases
 from lokal.bench.bfcl_data import load_category
 from lokal.bench.stats import wilson_interval
 from lokal.llm.select import ToolSelector
-from lokal.schema import normalize_tools_schema
+from lokal.tools.schema import tool_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,7 @@ def measure(items, ks, selector) -> dict:
     offered = dict.fromkeys(ks, 0)
     total = 0
     for messages, functions, expected in items:
-        tools = normalize_tools_schema(functions)
+        tools = tool_specs(functions)
         ranking = selector.select(messages, tools, k=None).ranking
         for k in ks:
             chosen = {t.name for t in ranking[:k]} | {t.name for t in ranking if t.pinned}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -53,10 +54,18 @@ def run_server(args: list[str], health_url: str, log: Path, timeout: float = 120
 def llama_cpp_server(model_path: str, log: Path) -> Iterator[str]:
     """The llama.cpp server that llama-cpp-python[server] ships, serving ``model_path``."""
     port = free_port()
+    # as lokal's llama.cpp backend loads a model: without AMX repacking on CPUs with AMX,
+    # whose first decode crashes there (lokal.llm.backends.llamacpp._without_amx_repacking)
+    start = (
+        "import runpy, llama_cpp\n"
+        "from lokal.llm.backends.llamacpp import _without_amx_repacking\n"
+        "with _without_amx_repacking(llama_cpp):\n"
+        "    runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
+    )
     args = [
         sys.executable,
-        "-m",
-        "llama_cpp.server",
+        "-c",
+        start,
         "--model",
         model_path,
         "--host",
@@ -68,8 +77,10 @@ def llama_cpp_server(model_path: str, log: Path) -> Iterator[str]:
         "--model_alias",
         "smollm2",
         "--n_threads",
-        "2",
+        os.environ.get("LOKAL_N_THREADS") or "2",
     ]
+    if os.environ.get("LOKAL_N_BATCH"):  # as the profiles (lokal.config): another sum order
+        args += ["--n_batch", os.environ["LOKAL_N_BATCH"]]
     base = f"http://127.0.0.1:{port}/v1"
     with run_server(args, f"{base}/models", log):
         yield base

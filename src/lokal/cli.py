@@ -21,6 +21,7 @@ from lokal.cli_common import (
     add_command,
     add_model_arguments,
     add_strategy_argument,
+    ensure_output_folder,
     profile_from_args,
     read_json_file,
     require_text,
@@ -65,9 +66,12 @@ def decide_command(args: argparse.Namespace) -> int:
     messages = read_json_file(args.messages, "messages")
     tools = read_json_file(args.tools_schema, "tools_schema") if args.tools_schema else []
     strategy, backend = strategy_and_backend(args)
+    if args.outdir:  # made before the model loads, so that a bad folder costs nothing
+        ensure_output_folder(args.outdir, "--outdir", folder=True)
     args.backend = backend
     profile = profile_from_args(args)
-    announce(profile)
+    if not args.quiet:  # --quiet: nothing on stderr but errors
+        announce(profile)
     with working("deciding", quiet=args.quiet):
         result = generate_ai_message(profile, messages, tools, strategy=strategy)
     if args.outdir:
@@ -114,12 +118,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="lokal", description="A local-first agent runtime for small language models."
     )
+    parser.add_argument("--version", action=_Version, help="print lokal's version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     for entry in COMMANDS:
         module, _, function = entry.partition(":")
         getattr(importlib.import_module(module), function)(commands)
     _with_exit_codes(parser)
     return parser
+
+
+class _Version(argparse.Action):
+    """``lokal --version``: ``lokal X.Y.Z`` on stdout, exit 0 (the version is looked up only
+    then: importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from lokal import __version__
+
+        print(f"lokal {__version__}")
+        parser.exit(0)
 
 
 def _with_exit_codes(parser: argparse.ArgumentParser) -> None:

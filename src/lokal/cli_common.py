@@ -33,6 +33,7 @@ __all__ = [
     "Parser",
     "add_command",
     "add_model_arguments",
+    "ensure_output_folder",
     "read_json_file",
     "require_text",
     "write_json",
@@ -102,6 +103,23 @@ def require_text(value: str | None, what: str) -> str:
     if value is None or not value.strip():
         raise ConfigError(f"{what} is empty; give some text")
     return value.strip()
+
+
+def ensure_output_folder(path: str | Path, option: str, *, folder: bool = False) -> Path:
+    """Make the folder an output option writes to (``path``'s parent; ``path`` itself when
+    ``folder``), as users expect of an output flag; a ConfigError (exit 2, one line) when it
+    cannot be made (a file in the way) or ``path`` is a folder where a file is asked for."""
+    path = Path(path).expanduser()
+    target = path if folder else path.parent
+    if not folder and path.is_dir():
+        raise ConfigError(f"{option} {str(path)!r} is a folder; give a file")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"{option} {str(path)!r}: {str(target)!r} is a file") from None
+    except OSError as exc:
+        raise ConfigError(f"{option} {str(path)!r}: cannot make its folder: {exc}") from None
+    return path
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -1,5 +1,5 @@
-"""``lokal mcp serve|list``: lokal's tools over MCP, and the tools of MCP servers as lokal
-names them."""
+"""``lokal mcp serve|config|list``: lokal's tools over MCP (and the client entry that starts
+them), and the tools of MCP servers as lokal names them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,14 @@ def _mcp_arguments(parser: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--workspace", default=".", help="folder the file tools may use")
     serve.add_argument("--skills", default=None, help="folder of Agent Skills (SKILL.md)")
+    config = sub.add_parser(
+        "config",
+        help="print the mcpServers entry that runs `lokal mcp serve` for another MCP client, "
+        "with absolute paths (works without an activated virtual environment)",
+    )
+    config.add_argument("--workspace", default=".", help="folder the file tools may use")
+    config.add_argument("--skills", default=None, help="folder of Agent Skills (SKILL.md)")
+    config.add_argument("--name", default="lokal", help="the server's name in the entry (lokal)")
     listing = sub.add_parser("list", help="the tools each MCP server offers, as lokal names them")
     listing.add_argument("servers", help='servers.json: {"mcpServers": {name: {...}}}')
     listing.add_argument("--json", action="store_true", help="print one JSON object")
@@ -31,7 +39,7 @@ def _mcp_arguments(parser: argparse.ArgumentParser) -> None:
 def check_mcp_inputs(args: argparse.Namespace) -> None:
     """A ConfigError (exit 2, one line) before any server starts: a workspace or skills
     folder that is not a folder, a servers file that is missing or malformed."""
-    if args.mcp_command == "serve":
+    if args.mcp_command in ("serve", "config"):
         for option in ("workspace", "skills"):
             value = getattr(args, option, None)
             if value is not None and not Path(value).expanduser().is_dir():
@@ -54,6 +62,23 @@ def _serve(args: argparse.Namespace) -> int:
     _require_sdk()
     with lokal_tools(args.workspace, args.skills) as tools:
         anyio.run(serve_stdio, tools)
+    return EXIT_ANSWERED
+
+
+def server_entry(workspace: str | Path = ".", skills: str | Path | None = None) -> dict:
+    """The ``mcpServers`` entry that starts ``lokal mcp serve``: this Python's absolute path
+    (``python -m lokal.cli``), so that a client finds lokal and its MCP SDK whatever its PATH."""
+    import sys
+
+    args = ["-m", "lokal.cli", "mcp", "serve", "--workspace", str(Path(workspace).resolve())]
+    if skills is not None:
+        args += ["--skills", str(Path(skills).resolve())]
+    return {"command": sys.executable, "args": args}
+
+
+def _config(args: argparse.Namespace) -> int:
+    entry = server_entry(args.workspace, args.skills)
+    print(json.dumps({"mcpServers": {args.name: entry}}, ensure_ascii=False, indent=2))
     return EXIT_ANSWERED
 
 
@@ -99,6 +124,8 @@ def mcp_command(args: argparse.Namespace) -> int:
     check_mcp_inputs(args)  # before any server starts
     if args.mcp_command == "serve":
         return _serve(args)
+    if args.mcp_command == "config":
+        return _config(args)
     return _list(args)
 
 

@@ -19,7 +19,12 @@ from lokal.errors import ConfigError, LokalError
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", choices=["sqlite", "chroma"], default="sqlite")
+    parser.add_argument(
+        "--store",
+        choices=["sqlite", "chroma"],
+        default="sqlite",
+        help="where the index lives: a SQLite file or a Chroma server (sqlite)",
+    )
     parser.add_argument(
         "--store_path", default=None, help="SQLite index file (default $LOKAL_HOME/rag/index.db)"
     )
@@ -45,15 +50,26 @@ def open_from_args(args: argparse.Namespace):
 def _rag_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="rag_command", required=True)
     index = sub.add_parser("index", help="index a directory or a file")
-    index.add_argument("path")
-    index.add_argument("--max_tokens", type=int, default=200)
-    index.add_argument("--overlap", type=int, default=40)
-    index.add_argument("--quiet", action="store_true")
+    index.add_argument("path", help="a folder (indexed recursively) or one file")
+    index.add_argument(
+        "--max_tokens", type=int, default=200, help="the largest chunk, in tokens (200)"
+    )
+    index.add_argument(
+        "--overlap", type=int, default=40, help="tokens two neighbouring chunks share (40)"
+    )
+    index.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ask = sub.add_parser("ask", help="answer from the indexed documents, with citations")
-    ask.add_argument("question")
-    ask.add_argument("--k", type=int, default=4)
-    ask.add_argument("--method", choices=["vector", "bm25", "hybrid"], default="hybrid")
-    ask.add_argument("--json", action="store_true")
+    ask.add_argument("question", help="what to ask the documents")
+    ask.add_argument("--k", type=int, default=4, help="chunks given to the model (4)")
+    ask.add_argument(
+        "--method",
+        choices=["vector", "bm25", "hybrid"],
+        default="hybrid",
+        help="retrieval: embeddings, keywords, or both fused (hybrid)",
+    )
+    ask.add_argument(
+        "--json", action="store_true", help="print the answer, citations and chunks as JSON"
+    )
     ask.add_argument("--quiet", action="store_true", help="no live progress on stderr")
     ask.add_argument(
         "--min_score",
@@ -65,16 +81,27 @@ def _rag_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_model_arguments(ask)
     search = sub.add_parser("search", help="the best chunks for a query")
-    search.add_argument("query")
-    search.add_argument("--k", type=int, default=5)
-    search.add_argument("--method", choices=["vector", "bm25", "hybrid"], default="hybrid")
+    search.add_argument("query", help="what to look for")
+    search.add_argument("--k", type=int, default=5, help="how many chunks (5)")
+    search.add_argument(
+        "--method",
+        choices=["vector", "bm25", "hybrid"],
+        default="hybrid",
+        help="retrieval: embeddings, keywords, or both fused (hybrid)",
+    )
     search.add_argument("--source", default=None, help="only chunks of this source")
     search.add_argument("--json", action="store_true", help="print one JSON list")
     sub.add_parser("stats", help="chunks and sources in the index")
     evaluate = sub.add_parser("eval", help="hit@1, hit@5, MRR on a labelled question set")
-    evaluate.add_argument("--questions", default="data/rag_eval/questions.json")
-    evaluate.add_argument("--docs", default="data/docs")
-    evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument(
+        "--questions",
+        default="data/rag_eval/questions.json",
+        help="the labelled questions (data/rag_eval/questions.json)",
+    )
+    evaluate.add_argument(
+        "--docs", default="data/docs", help="the documents they are about (data/docs)"
+    )
+    evaluate.add_argument("--json", action="store_true", help="print the scores as JSON")
     for p in (index, ask, search, sub.choices["stats"], evaluate):
         add_store_arguments(p)
 
@@ -163,7 +190,8 @@ def rag_command(args: argparse.Namespace) -> int:
         from lokal.rag.answer import default_min_score
 
         profile = profile_from_args(args)
-        announce(profile)
+        if not args.quiet:  # --quiet: nothing on stderr but errors
+            announce(profile)
         with working("answering", quiet=args.quiet):
             record = answer_question(
                 args.question,

@@ -16,6 +16,7 @@ from lokal.cli_common import (
     add_command,
     add_model_arguments,
     add_strategy_argument,
+    ensure_output_folder,
     profile_from_args,
     require_text,
 )
@@ -38,14 +39,19 @@ def check_run_inputs(args: argparse.Namespace) -> None:
     """The checks of ``lokal run``'s input, before anything is loaded: a ConfigError (exit 2,
     one line) for an empty question, a workspace or skills folder that is not a folder, a
     time budget or max_iterations that leaves no room for a step, a trace file that cannot
-    be written. An empty question would otherwise run, and a small model answers it by
-    echoing its system prompt, global memory included."""
+    be written (a missing folder for it is made, as for every output option). An empty
+    question would otherwise run, and a small model answers it by echoing its system
+    prompt, global memory included."""
     args.question = require_text(args.question, "the question")
     for option in ("workspace", "skills"):
         value = getattr(args, option, None)
         if value is not None and not Path(value).expanduser().is_dir():
             what = "does not exist" if not Path(value).expanduser().exists() else "is a file"
             raise ConfigError(f"--{option} {value!r} {what}; give a folder")
+    if getattr(args, "workspace", None) is not None:
+        from lokal.skills.workspace import Workspace
+
+        Workspace(args.workspace)  # refuses / and a folder that holds lokal's home
     budget = getattr(args, "time_budget", None)
     if budget is not None and not budget > 0:  # also NaN
         raise ConfigError(f"--time_budget must be more than 0 seconds, got {budget}")
@@ -54,8 +60,8 @@ def check_run_inputs(args: argparse.Namespace) -> None:
     trace = getattr(args, "trace", None)
     if trace is not None and getattr(args, "no_trace", False):
         raise ConfigError("--trace and --no-trace contradict each other; give one")
-    if trace is not None and not Path(trace).expanduser().parent.is_dir():
-        raise ConfigError(f"--trace {trace!r}: its folder does not exist")
+    if trace is not None:
+        ensure_output_folder(trace, "--trace")
     if getattr(args, "mcp", None):  # MCP servers: the file, before any server starts
         from lokal.mcp.config import load_mcp_config
 
@@ -68,7 +74,12 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--workspace", default=".", help="folder the file tools may use")
     parser.add_argument("--skills", default=None, help="folder of Agent Skills (SKILL.md)")
-    parser.add_argument("--max_iterations", type=int, default=20)
+    parser.add_argument(
+        "--max_iterations",
+        type=int,
+        default=20,
+        help="decisions before the run is stopped and a final answer forced (20)",
+    )
     add_strategy_argument(parser)
     parser.add_argument("--time_budget", type=float, default=600.0, help="seconds")
     parser.add_argument(
@@ -110,7 +121,8 @@ def build_agent(args: argparse.Namespace, resources: contextlib.ExitStack | None
     from lokal.tools.registry import ToolRegistry
 
     profile = profile_from_args(args)
-    announce(profile)
+    if not getattr(args, "quiet", False):  # --quiet: nothing on stderr but errors
+        announce(profile)
     workspace = Workspace(args.workspace)
     registry = ToolRegistry()
     register_builtin_tools(registry, workspace)
@@ -197,6 +209,7 @@ class LiveProgress:
         self.console = console or stderr_console()
         self.spinner = Spinner(self.console)
         self.running: list[str] = []  # tools of the current turn still running
+        self.decision_started: float | None = None  # elapsed_s of the last decision_start
 
     def __call__(self, event: ev.RunEvent) -> None:
         c = self.console
@@ -210,12 +223,21 @@ class LiveProgress:
                     f"[dim]memory: {len(memory['selected'])} of {memory['notes']} note(s) above "
                     f"{memory['min_score']:.2f}{': ' + chosen if chosen else ''}[/]"
                 )
-            # the run loads the model next (a ModelLoad event), unless it was given one
+            # the run loads what it uses next (ModelLoad events), unless it was given them
             self.spinner.start(f"loading {event.profile}")
         elif isinstance(event, ev.ModelLoad):
             self.spinner.stop()
-            c.print(f"[cyan]model[/] {_short(event.model)} ready ({event.duration_s:.1f} s)")
+            if event.component == "embeddings":
+                c.print(
+                    f"[cyan]embeddings[/] {_short(event.model)} ready for tool preselection "
+                    f"({event.duration_s:.1f} s)"
+                )
+            else:
+                what = event.component or "model"
+                c.print(f"[cyan]{what}[/] {_short(event.model)} ready ({event.duration_s:.1f} s)")
+            self.spinner.start("loading")  # another load may follow; a decision relabels it
         elif isinstance(event, ev.DecisionStart):
+            self.decision_started = event.elapsed_s
             purpose = "deciding" if event.purpose == "decide" else event.purpose
             self.spinner.start(f"step {event.iteration}: {purpose}")
         elif isinstance(event, ev.ToolStart):
@@ -224,9 +246,18 @@ class LiveProgress:
         elif isinstance(event, ev.DecisionMade):
             self.spinner.stop()
             usage = event.usage
+            # the decision's whole time (as the trace viewer shows it: tool preselection,
+            # prompt fitting, generation, retries); the model's own part when it differs
+            model_s = event.latency_ms / 1000
+            wall_s = model_s
+            if event.elapsed_s is not None and self.decision_started is not None:
+                wall_s = max(model_s, event.elapsed_s - self.decision_started)
+            took = f"{wall_s:.1f} s" + (
+                f", model {model_s:.1f} s" if wall_s - model_s >= 0.05 else ""
+            )
             head = (
                 f"[cyan]step {event.iteration}[/] decision ({event.purpose}, "
-                f"{event.latency_ms / 1000:.1f} s, {usage['prompt_tokens']}→"
+                f"{took}, {usage['prompt_tokens']}→"
                 f"{usage['completion_tokens']} tokens, {len(event.attempts)} attempt(s))"
             )
             c.print(head)
@@ -267,11 +298,15 @@ def run_command(args: argparse.Namespace) -> int:
     check_run_inputs(args)  # before any model is loaded
     with contextlib.ExitStack() as resources:  # what the run holds open: MCP servers
         agent = build_agent(args, resources)
-        trace = None
+        trace = trace_link = None
         if not getattr(args, "no_trace", False):  # every run is kept (docs/tracing.md)
             from lokal.viewer.store import new_trace_path
 
             trace = JsonlTrace(args.trace or new_trace_path())
+            if args.trace:  # listed by `lokal traces list` too: a link in $LOKAL_HOME/traces
+                from lokal.viewer.store import link_trace
+
+                trace_link = link_trace(trace.path)
         progress = None if args.quiet else LiveProgress()
         # the run loads the model itself, as a step of its own (a model_load event after
         # run_start) that its time budget does not count; the progress display shows it
@@ -288,9 +323,18 @@ def run_command(args: argparse.Namespace) -> int:
                 progress.spinner.stop()
             if trace:
                 trace.close()
+                if trace_link is not None:
+                    from lokal.viewer.store import copy_trace_link
+
+                    copy_trace_link(trace_link, trace.path)
     if args.json:
-        load_s = sum(e.duration_s for e in result.events if isinstance(e, ev.ModelLoad))
-        record = {**result.to_dict(), "model_load_s": round(load_s, 4)}
+        loads = [e for e in result.events if isinstance(e, ev.ModelLoad)]
+        model_s = sum(e.duration_s for e in loads if e.component is None)  # the chat model
+        record = {
+            **result.to_dict(),
+            "model_load_s": round(model_s, 4),
+            "load_s": round(sum(e.duration_s for e in loads), 4),  # every load step
+        }
         print(json.dumps(record, ensure_ascii=False, indent=2))
     else:
         print(result.answer)
@@ -302,7 +346,12 @@ def _sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds")
     parser.add_argument("--memory", type=int, default=512, help="MB of address space")
     parser.add_argument("--workspace", default=None, help="shown read-only at ./workspace")
-    parser.add_argument("--mode", choices=["auto", "bwrap", "process"], default="auto")
+    parser.add_argument(
+        "--mode",
+        choices=["auto", "bwrap", "process"],
+        default="auto",
+        help="isolation: bubblewrap, a limited process, or the best available (auto)",
+    )
 
 
 def sandbox_command(args: argparse.Namespace) -> int:

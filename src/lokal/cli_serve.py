@@ -121,10 +121,12 @@ def serve_command(args: argparse.Namespace) -> int:
         where = f"http://{args.host}:{args.port}/v1"
         tools = f"; server tools: {', '.join(server_tools.names())}" if server_tools else ""
         print(
-            f"lokal serve: {where} (models: {', '.join(app.state.names)}; "
+            f"lokal serve: {where} (models: {', '.join(app.state.names) or 'none'}; "
             f"key {'required' if api_key else 'not required'}{tools})",
             file=sys.stderr,
         )
+        for name, reason in getattr(app.state, "unavailable", {}).items():  # a request: 404
+            print(f"lokal serve: not serving {name}: {reason}", file=sys.stderr)
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
 

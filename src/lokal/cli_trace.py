@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from lokal.cli_common import add_command
+from lokal.cli_common import add_command, ensure_output_folder
 from lokal.errors import ConfigError
 
 __all__ = ["register"]
@@ -23,7 +23,9 @@ def _trace_arguments(parser: argparse.ArgumentParser) -> None:
     )
     export = sub.add_parser("export", help="the run as OpenTelemetry spans (OTLP JSON)")
     export.add_argument("file", help="a trace (lokal run's JSON lines)")
-    export.add_argument("--format", choices=["otlp-json"], default="otlp-json")
+    export.add_argument(
+        "--format", choices=["otlp-json"], default="otlp-json", help="OTLP/JSON (the only one)"
+    )
     export.add_argument(
         "-o", "--output", default=None, metavar="JSON", help="write here (default stdout)"
     )
@@ -73,8 +75,7 @@ def trace_command(args: argparse.Namespace) -> int:
         from lokal.viewer.page import build_page
 
         target = Path(args.output or Path(args.file).expanduser().with_suffix(".html"))
-        if not target.parent.is_dir():
-            raise ConfigError(f"-o {str(target)!r}: its folder does not exist")
+        ensure_output_folder(target, "-o")
         target.write_text(build_page(events), encoding="utf-8")
         print(target)
         return 0
@@ -89,9 +90,7 @@ def trace_command(args: argparse.Namespace) -> int:
         return 0
     text = json.dumps(request, ensure_ascii=False, indent=2) + "\n"
     if args.output:
-        target = Path(args.output)
-        if not target.parent.is_dir():
-            raise ConfigError(f"-o {str(target)!r}: its folder does not exist")
+        target = ensure_output_folder(args.output, "-o")
         target.write_text(text, encoding="utf-8")
         print(target)
     else:

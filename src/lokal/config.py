@@ -107,6 +107,13 @@ class StagedSettings(_Strict):
         "mentioned",
         description="mentioned: optional parameters the question does not name are left out",
     )
+    max_candidates: int = Field(
+        48,
+        ge=2,
+        le=1000,
+        description="candidate values scored per argument at most (a long question offers "
+        "hundreds of spans): single words first, then longer spans, in order of appearance",
+    )
 
 
 # The two axes of a decision, each named once; command-line choices derive from these.
@@ -154,6 +161,13 @@ class ToolCallingSettings(_Strict):
         None, ge=1, description="offer only the k tools that rank best against the question"
     )
     always: tuple[str, ...] = Field((), description="tools that preselection always keeps")
+    decision_budget_s: float | None = Field(
+        60.0,
+        gt=0,
+        description="seconds one decision may take: a staged decision stops between two "
+        "model calls, other modes before a retry, with error type timeout and what was found "
+        "so far (Decision.partial); None: no limit",
+    )
     staged: StagedSettings = StagedSettings()
 
 
@@ -337,6 +351,9 @@ def load_profile(
             raise ConfigError(f"{where}: profile {model_name!r} must be a mapping")
         raw.update(selected)
     model_raw, gen_raw, tc_raw, extra = _split_profile(raw)
+    for key in ("n_threads", "n_batch"):  # LOKAL_N_THREADS, LOKAL_N_BATCH override the profile
+        if os.environ.get(f"LOKAL_{key.upper()}"):
+            model_raw[key] = os.environ[f"LOKAL_{key.upper()}"]
     generation = {**(data.get("generation") or {}), **gen_raw}
     base_tools = data.get("tool_calling") or {}
     tool_settings = {**base_tools, **tc_raw}

@@ -11,7 +11,8 @@ class              ``type``          fields
 =================  ================  ===========================================================
 ``RunStart``       ``run_start``     question, profile, strategy, tools, max_iterations,
                                      history_repairs, memory
-``ModelLoad``      ``model_load``    model, duration_s
+``ModelLoad``      ``model_load``    model, duration_s, (component: ``embeddings``; none for
+                                     the chat model)
 ``DecisionStart``  ``decision_start``  iteration, purpose
 ``DecisionMade``   ``decision``      iteration, purpose, status, prompt_ref, prompt_messages
                                      (or ``prompt`` once expanded), raw_text, parse, attempts,
@@ -138,12 +139,16 @@ class RunStart(RunEvent):
 
 @dataclasses.dataclass(frozen=True)
 class ModelLoad(RunEvent):
-    """The chat model was loaded, as a step of its own (the time budget does not count it)."""
+    """A model was loaded, as a step of its own (the time budget does not count it): the
+    chat model, or (``component``) another model the run uses, such as ``"embeddings"``:
+    the embedding model of tool preselection, loaded with the tools' vectors."""
 
     type: ClassVar[str] = "model_load"
+    _optional: ClassVar[frozenset[str]] = frozenset({"component"})
 
     model: str
     duration_s: float
+    component: str | None = None  # None: the chat model
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,12 @@ __all__ = ["Spinner", "stderr_console", "working"]
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    """Rich on stderr. Into a pipe or a file (no terminal) lines are not wrapped at rich's
+    default of 80 columns: each line stays whole, for logs and grep."""
+    console = Console(stderr=True, highlight=False)
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
 
 
 class Spinner:

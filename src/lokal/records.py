@@ -18,6 +18,7 @@ ErrorKind = Literal[
     "invalid_arguments",  # a call's arguments do not fit the tool's schema
     "bad_reply",  # parsed, but a loop, cut off, a placeholder or an echo of the prompt
     "backend_error",  # the backend produced no text at all
+    "timeout",  # the decision ran past tool_calling.decision_budget_s (see Decision.partial)
 ]
 ERROR_KINDS: tuple[str, ...] = ErrorKind.__args__  # type: ignore[attr-defined]
 
@@ -126,6 +127,8 @@ class Decision:
     dropped_messages: int = 0
     fallback: str | None = None  # why the profile's tool calling could not be used as is
     selection: dict[str, Any] | None = None  # the tool preselection, when the profile uses it
+    # a decision stopped by its time budget: what was found so far (complete calls, stage)
+    partial: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -164,4 +167,6 @@ class Decision:
             out["fallback"] = self.fallback
         if self.selection is not None:
             out["selection"] = self.selection
+        if self.partial is not None:
+            out["partial"] = self.partial
         return out

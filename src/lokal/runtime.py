@@ -261,18 +261,47 @@ class _Run:
         return time.perf_counter() - self.budget_started > budget
 
     def load_model(self) -> None:
-        """Load the profile's backend before the first decision, as a step of its own (a
-        ``model_load`` event with its duration) that the time budget does not count. Nothing
-        to do when the agent was given its backend. The one producer of ``model_load``:
-        ``lokal run`` shows it live from this event."""
-        if self.agent.backend is not None:
+        """Load what the decisions use before the first one, each as a step of its own (a
+        ``model_load`` event with its duration) that the time budget does not count: the
+        profile's backend (nothing to do when the agent was given its backend; the mock
+        loads no model, so it has no such step), then the embedding model of tool
+        preselection with the tools' vectors (``component: "embeddings"``), when the profile
+        preselects tools. The one producer of ``model_load``: ``lokal run`` shows it live."""
+        profile = self.agent.profile
+        backend = self.agent.backend
+        if backend is None:
+            from lokal.llm.backends import get_backend
+
+            started = time.perf_counter()
+            backend = get_backend(profile)  # cached: the decisions reuse it
+            seconds = round(time.perf_counter() - started, 4)
+            if profile.backend != "mock":
+                self.emit(ModelLoad(model=profile.display_name, duration_s=seconds))
+        self.load_embeddings(backend)
+
+    def load_embeddings(self, backend: Any) -> None:
+        """The embedding model of tool preselection, and the tools' vectors, loaded now when
+        the decisions will rank the tools (``preselect_k``, or staged decisions on a backend
+        that scores) rather than inside the first decision, where its seconds would go
+        unlabelled. Nothing is reported when it was loaded already (an earlier run)."""
+        settings = self.agent.profile.tool_calling
+        if not self.tools:
             return
-        from lokal.llm.backends import get_backend
+        if settings.preselect_k is None:
+            if settings.mode != "staged":
+                return
+            from lokal.llm.staged import can_score
+
+            if not can_score(backend):
+                return
+        from lokal.llm.select import default_selector
+        from lokal.rag.embeddings import MINILM
 
         started = time.perf_counter()
-        get_backend(self.agent.profile)  # cached: the decisions reuse it
+        dense = default_selector().prepare(self.tools)
         seconds = round(time.perf_counter() - started, 4)
-        self.emit(ModelLoad(model=self.agent.profile.display_name, duration_s=seconds))
+        if dense:
+            self.emit(ModelLoad(model=MINILM, duration_s=seconds, component="embeddings"))
 
     def decide(self, iteration: int, purpose: str | None = None) -> Decision:
         self.emit(DecisionStart(iteration=iteration, purpose=purpose or "decide"))

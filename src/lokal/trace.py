@@ -281,9 +281,26 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, TraceError) as exc:
         print(f"lokal.trace: {exc}", file=sys.stderr)
         return 1
-    for event in events:
-        sys.stdout.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+    try:
+        for event in events:
+            sys.stdout.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `python -m lokal.trace FILE | head`: the reader went away
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, as every lokal command (lokal.cli_common.EXIT_BROKEN_PIPE)
     return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that flushing at exit raises nothing (the recipe of the
+    docs of Python's signal module); lokal.cli does the same."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from lokal.cli import main
 from lokal.config import load_profile
 from lokal.errors import ConfigError
 from lokal.llm.backends.scripted import ScriptedBackend
+from lokal.records import ERROR_KINDS
 
 CASES_DIR = DATA / "bench_cases"
 SEED_SCENARIOS = (
@@ -273,5 +274,84 @@ def test_bench_against_a_real_llama_cpp_server_with_concurrency(tmp_path):
         profile = load_profile(config)
         runs = [run_bench([profile], [None], cases, basic_tools(), concurrency=n) for n in (1, 2)]
     assert [r["case"] for r in runs[0]] == ["calculator", "direct_answer"]
-    assert all(r["valid"] for r in runs[0]), runs[0]
+    # a valid reply or a labelled failure (how many are valid is the 135M model's quality,
+    # which differs between CPUs: benchmarks/model_mechanisms_quality.py)
+    for record in runs[0]:
+        assert record["valid"] in (True, False)
+        if not record["valid"]:
+            assert record["error"]["type"] in ERROR_KINDS, record
     assert _without_timing(runs[0]) == _without_timing(runs[1])
+
+
+# --- arguments that matter, and the mode a summary names (issue 18, 7f) ----------------------
+
+# the parameters whose value decides whether a call does what was asked, per tool
+ARGUMENTS_THAT_MATTER = {
+    "calculator": {"expression"},
+    "file_reader": {"path"},
+    "local_file_search": {"query"},
+    "table_analyzer": {"path"},
+    "read_skill": {"skill_name"},
+    "code_execution": {"command"},
+    "get_weather": {"city"},
+}
+
+
+def test_every_expected_call_of_the_cases_states_the_arguments_that_matter():
+    missing = []
+    for case in load_cases(CASES_DIR):
+        for call in case["expect"].get("tool_calls", []):
+            needed = ARGUMENTS_THAT_MATTER.get(call["name"])
+            assert needed is not None, f"{case['id']}: add {call['name']} to the table"
+            if not needed <= set(call.get("args") or {}):
+                missing.append(f"{case['id']}: {call['name']} needs {sorted(needed)}")
+    assert missing == []
+
+
+def test_a_calculator_call_is_judged_by_its_value_not_its_name():
+    (case,) = [c for c in load_cases(CASES_DIR) if c["id"] == "calculator"]  # 3.14 * 5
+
+    def reply(expression):
+        return {
+            "content": "",
+            "tool_calls": [{"name": "calculator", "args": {"expression": expression}}],
+        }
+
+    for right in ("3.14 * 5", "5*3.14", "15.7", " 3.14*5 "):
+        assert judge(case["expect"], reply(right)) == (True, None), right
+    for wrong in ("3.14", "3.14 + 5", "three", ""):
+        correct, reason = judge(case["expect"], reply(wrong))
+        assert correct is False and "calculator" in reason, wrong
+    contains = {"tool_calls": [{"name": "run", "args": {"cmd": {"$contains": ["a.py", "X"]}}}]}
+    call = {"content": "", "tool_calls": [{"name": "run", "args": {"cmd": "python A.py x"}}]}
+    assert judge(contains, call)[0] is True
+    call["tool_calls"][0]["args"]["cmd"] = "python b.py x"
+    assert judge(contains, call)[0] is False
+
+
+def test_summary_names_the_tool_calling_mode_the_decisions_used(tmp_path, capsys):
+    from lokal.bench.batch import _record
+
+    config = tmp_path / "model.yaml"
+    config.write_text(
+        "model: {name: m, backend: mock}\ntool_calling: {mode: staged}\n", encoding="utf-8"
+    )
+    outdir = tmp_path / "bench"
+    argv = [
+        *["bench", "--model_config", str(config), "--cases", str(CASES_DIR)],
+        *["--limit", "2", "--outdir", str(outdir)],
+    ]
+    assert main(argv) == 0
+    summary = json.loads((outdir / "summary.json").read_text("utf-8"))
+    records = [json.loads(line) for line in (outdir / "cases.jsonl").read_text().splitlines()]
+    # a staged profile on the mock, which cannot score: its decisions were constrained ones,
+    # and the summary says so (not the --mode default, prompt_json)
+    assert {r["mode"] for r in records} == {"staged"}
+    assert {r["decision_mode"] for r in records} == {"constrained"}
+    assert summary["decision_mode"] == "constrained"
+    assert summary["tool_calling"] == ["constrained"]
+    # a staged decision is recorded as staged
+    result = {"status": "success", "ai_message": {"content": "hi", "tool_calls": []},
+              "tool_calling": "staged", "mode": "prompt_json", "strategy": "react"}  # fmt: skip
+    record = _record({"id": "c", "expect": {"no_tool": True}}, "p", "staged", result)
+    assert record["decision_mode"] == "staged" and record["strategy"] == "react"

@@ -206,3 +206,21 @@ def test_an_undecodable_irrelevance_reply_passes_as_bfcl_scores_it(tmp_path):
     relevance = [r for r in rows if r["category"] == "live_relevance"]
     assert all(r["correct"] for r in irrelevance)
     assert not any(r["correct"] for r in relevance)
+
+
+def test_the_score_names_the_longest_decision_of_each_category():
+    rows = [
+        {
+            "pipeline": "staged",
+            "category": "parallel",
+            "id": f"parallel_{i}",
+            "correct": True,
+            "valid": True,
+            "latency_ms": latency,
+        }
+        for i, latency in enumerate([120.0, 4500.5, 300.0])
+    ]
+    cat = score(rows)["pipelines"]["staged"]["categories"]["parallel"]
+    assert cat["latency_ms_max"] == 4500.5
+    assert cat["longest_id"] == "parallel_1"
+    assert cat["latency_ms_mean"] == round((120.0 + 4500.5 + 300.0) / 3, 1)

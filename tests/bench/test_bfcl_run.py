@@ -3,7 +3,9 @@
 The first three questions (``--limit 3``) of all 10 categories on the ``constrained``
 pipeline, and the first two ``simple_python`` questions on the other three pipelines (replies
 capped at 96 new tokens): 36 decisions, to keep CI time modest on 2 cores (live categories
-have 1,000+ token prompts).
+have 1,000+ token prompts). What is asserted is the run's mechanics (rows, fields, scores,
+valid or a labelled error), never how many the 135M model gets right or valid: its greedy
+text differs between CPUs (benchmarks/model_mechanisms_quality.py measures the rates).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from helpers import MODEL_CONFIG
 from lokal.bench.bfcl import PIPELINES
 from lokal.bench.bfcl_data import AST_CATEGORIES
 from lokal.cli import main
+from lokal.records import ERROR_KINDS
 
 pytestmark = pytest.mark.model
 
@@ -59,6 +62,12 @@ def _run(tmp_path, name, categories, pipelines, limit, max_new_tokens=96):
             assert isinstance(call, dict) and len(call) == 1
             assert isinstance(next(iter(call.values())), dict)
         assert row["correct"] in (True, False) and row["latency_ms"] > 0
+        assert row["valid"] in (True, False)
+        # an invalid reply says why: lokal's pipelines with a labelled kind of failure
+        if not row["valid"]:
+            assert row["error"], row
+            if row["pipeline"] != "bfcl-prompt":
+                assert row["error"].split(":")[0] in ERROR_KINDS, row
     for pipeline in pipelines:
         entry = scores["pipelines"][pipeline]
         assert entry["description"] == PIPELINES[pipeline]
@@ -71,12 +80,10 @@ def _run(tmp_path, name, categories, pipelines, limit, max_new_tokens=96):
 def test_constrained_pipeline_on_all_categories(tmp_path):
     # the profile's own 256-token cap: a truncated envelope would not be valid JSON
     rows, _ = _run(tmp_path, "constrained", AST_CATEGORIES, ["constrained"], 3, 256)
-    # the grammar makes every reply parse; the only invalid ones are garbage that the
-    # quality checks refuse (a loop, a copied instruction)
-    invalid = [r for r in rows if not r["valid"]]
-    assert all(r["error"].startswith("bad_reply") for r in invalid), invalid
-    assert len(invalid) <= 0.2 * len(rows)
+    # the grammar makes every reply a JSON envelope; an invalid one is labelled (a loop, a
+    # copied instruction, a reply cut off at its token budget), checked in _run
     assert all(row["raw_text"].lstrip().startswith("{") for row in rows)
+    assert {row["pipeline"] for row in rows} == {"constrained"}
 
 
 def test_other_pipelines_on_simple_python(tmp_path):

@@ -89,7 +89,7 @@ def test_an_empty_question_is_exit_2_before_any_model(
         (["--time_budget", "-5"], "--time_budget"),
         (["--time_budget", "nan"], "--time_budget"),
         (["--max_iterations", "0"], "--max_iterations"),
-        (["--trace", "/definitely/not/here/trace.jsonl"], "--trace"),
+        (["--trace", str(MESSAGES / "t.jsonl")], "--trace"),  # a file in the way
     ],
 )
 def test_bad_run_options_are_exit_2_before_any_model(options, expected, no_model, capsys):
@@ -370,7 +370,7 @@ def test_load_file_reports_a_missing_file_before_its_type(tmp_path):
 
 def test_decide_in_mock_mode_announces_the_mock(capsys):
     argv = ["decide", "--messages", str(MESSAGES), "--mode", "mock"]
-    assert main([*argv, "--model_config", str(MODEL_CONFIG), "--quiet"]) == 0
+    assert main([*argv, "--model_config", str(MODEL_CONFIG)]) == 0
     model_line = next(
         line for line in capsys.readouterr().err.splitlines() if line.startswith("model:")
     )

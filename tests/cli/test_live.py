@@ -74,7 +74,8 @@ def test_no_spinner_off_a_terminal_or_when_quiet():
 
 
 def test_live_progress_spins_while_the_model_decides_and_tools_run():
-    profile = load_profile(MODEL_CONFIG, "mock").with_tool_calling(max_retries=0)
+    # no tool preselection: nothing to load before the first decision
+    profile = load_profile(MODEL_CONFIG, "mock").with_tool_calling(max_retries=0, preselect_k=None)
     registry = ToolRegistry()
     register_builtin_tools(registry, Workspace(DATA / "workspace"))
     backend = ScriptedBackend(
@@ -99,9 +100,13 @@ def test_live_progress_spins_while_the_model_decides_and_tools_run():
     assert "ready" not in text  # no model was loaded
 
 
-def test_live_progress_shows_the_model_load_of_the_run():
+def test_live_progress_shows_the_model_load_of_the_run(monkeypatch):
     """The run is the one producer of model_load: the progress line spins from run_start
-    until its ModelLoad event, then says the model is ready."""
+    until its ModelLoad event, then says the model is ready. The mock loads no chat model;
+    the embeddings of tool preselection are loaded as a step of their own."""
+    import lokal.llm.select
+
+    monkeypatch.setattr(lokal.llm.select, "_DEFAULT", None)  # not loaded in this process yet
     profile = load_profile(MODEL_CONFIG, "mock")
     registry = ToolRegistry()
     register_builtin_tools(registry, Workspace(DATA / "workspace"))
@@ -117,6 +122,7 @@ def test_live_progress_shows_the_model_load_of_the_run():
     assert kinds[:3] == ["run_start", "model_load", "decision_start"]
     assert seen[1] == ("model_load", True)  # the loading line was spinning
     (load,) = [e for e in result.events if isinstance(e, ModelLoad)]
+    assert load.component == "embeddings"
     text = out.getvalue()
     assert f"{load.model} ready" in text and "loading mock" in text
     assert not progress.spinner.active
@@ -143,12 +149,14 @@ def test_run_json_keeps_stdout_clean_and_reports_the_model_load(quiet, tmp_path)
     done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)  # nothing but the JSON on stdout
-    assert record["model_load_s"] >= 0
+    assert record["model_load_s"] == 0  # the mock loads no chat model
     events = [json.loads(line) for line in trace.read_text().splitlines()]
-    # the run loads the model as a step of its own, right after run_start (one producer)
+    # what the run loads is a step of its own, right after run_start (one producer): for
+    # the mock profile, the embeddings of tool preselection
     assert [e["type"] for e in events[:3]] == ["run_start", "model_load", "decision_start"]
     (load,) = [e for e in events if e["type"] == "model_load"]
-    assert record["model_load_s"] == round(load["duration_s"], 4)
+    assert load["component"] == "embeddings"
+    assert record["load_s"] == round(load["duration_s"], 4)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert "\x1b[" not in done.stderr  # not a terminal: no spinner frames
     if quiet:

@@ -71,6 +71,26 @@ def test_missing_or_malformed_file_is_a_clear_error(tmp_path):
         load_profile(bad)
 
 
+def test_n_threads_and_n_batch_come_from_the_environment_when_set(tmp_path, monkeypatch):
+    """LOKAL_N_THREADS / LOKAL_N_BATCH override every profile (another summation order in
+    llama.cpp, as on another CPU: the model tests run with both)."""
+    path = write(tmp_path, {"model": {"backend": "mock", "n_threads": 3, "n_batch": 64}})
+    monkeypatch.delenv("LOKAL_N_THREADS", raising=False)
+    monkeypatch.delenv("LOKAL_N_BATCH", raising=False)
+    model = load_profile(path).model
+    assert (model.n_threads, model.n_batch) == (3, 64)
+    assert load_profile(MODEL_CONFIG).model.n_threads is None  # llama.cpp: every CPU
+    monkeypatch.setenv("LOKAL_N_THREADS", "1")
+    monkeypatch.setenv("LOKAL_N_BATCH", "7")
+    for profile in (load_profile(path), load_profile(MODEL_CONFIG, "smollm2-135m-free")):
+        assert (profile.model.n_threads, profile.model.n_batch) == (1, 7)
+    monkeypatch.setenv("LOKAL_N_THREADS", "")  # empty: not set
+    assert load_profile(path).model.n_threads == 3
+    monkeypatch.setenv("LOKAL_N_BATCH", "0")
+    with pytest.raises(ConfigError, match="n_batch"):
+        load_profile(path)
+
+
 def test_backends_are_reloaded_only_when_load_settings_change(tmp_path):
     loads = []
 

@@ -1,7 +1,10 @@
 """The real bundled model (SmolLM2-135M-Instruct, Q4_1 GGUF) through llama.cpp.
 
 These tests assert what the framework guarantees (records, token counts, validity under a
-grammar, prefix reuse), never what a 135M model happens to answer.
+grammar, prefix reuse), never what a 135M model happens to answer: its greedy text differs
+between CPUs (and between llama.cpp thread and batch settings: LOKAL_N_THREADS, LOKAL_N_BATCH).
+A decision is a valid message or an error of a labelled kind; how often it is valid is a
+quality rate, measured by benchmarks/model_mechanisms_quality.py.
 """
 
 import pytest
@@ -13,6 +16,7 @@ from lokal.config import load_profile
 from lokal.llm.backends import get_backend
 from lokal.llm.decide import generate_ai_message
 from lokal.messages import make_tool_message, validate_ai_message
+from lokal.records import ERROR_KINDS
 from lokal.tools.schema import tool_specs
 
 pytestmark = pytest.mark.model
@@ -36,6 +40,26 @@ def assert_valid_against(tools_schema, message):
         Draft202012Validator(tools[call["name"]].parameters).validate(call["args"])
 
 
+def assert_valid_or_labelled(tools_schema, result, case_id=None):
+    """A valid message whose calls match their schemas, or an error of a labelled kind with
+    its reason; True when valid."""
+    assert result["status"] in ("success", "error"), (case_id, result["status"])
+    if result["status"] == "success":
+        assert_valid_against(tools_schema, result["ai_message"])
+        return True
+    assert result["error"]["type"] in ERROR_KINDS, (case_id, result["error"])
+    assert result["error"]["message"], (case_id, result["error"])
+    assert result["ai_message"] is None or result["ai_message"] == {}, case_id
+    return False
+
+
+def assert_constrained_raw_text(result, case_id):
+    """Under the grammar every attempt is a JSON envelope: it opens with ``{`` whatever the
+    model chose (a cut-off one is reported, never parsed as something else)."""
+    for attempt in result["attempts"]:
+        assert attempt["raw_text"].lstrip().startswith("{"), (case_id, attempt["raw_text"])
+
+
 @pytest.mark.parametrize(
     "messages", ["messages_no_tool.json", "messages_with_tool.json", "messages_multi_tool.json"]
 )
@@ -46,14 +70,12 @@ def test_bundled_model_decisions_are_fully_recorded(profile, messages):
     assert result["model"]["backend"] == "llamacpp"
     assert result["attempts"], "every attempt is recorded"
     for attempt in result["attempts"]:
+        if (attempt.get("error") or {}).get("type") == "timeout":
+            continue  # stopped by tool_calling.decision_budget_s (a slow or busy CPU)
         assert attempt["usage"]["prompt_tokens"] > 0
         assert attempt["usage"]["completion_tokens"] > 0
         assert attempt["raw_text"] == attempt["raw_text"].strip() or attempt["raw_text"]
-    assert result["status"] in ("success", "error")
-    if result["status"] == "success":
-        assert_valid_against(basic_tools(), result["ai_message"])
-    else:
-        assert result["error"]["message"]
+    assert_valid_or_labelled(basic_tools(), result, messages)
 
 
 def test_loaded_model_is_kept_between_decisions(profile):
@@ -76,18 +98,17 @@ def bench_cases():
 
 
 def test_constrained_replies_over_the_bench_cases_always_parse(constrained):
-    """The grammar makes every reply parse; what still fails is garbage the quality checks
-    refuse (a loop, a copied instruction), reported as such, never a parse error."""
-    seen = valid = 0
+    """The grammar makes every reply a JSON envelope; a decision is a valid message or an
+    error of a labelled kind (a loop, a copied instruction, a reply cut off at its token
+    budget). How many are valid is measured by the benchmark, not asserted here."""
+    seen = 0
     for case_id, messages, tools, mode in bench_cases():
         result = generate_ai_message(constrained, messages, tools, mode=mode).to_dict()
-        if result["status"] == "success":
-            assert_valid_against(tools, result["ai_message"])
-            valid += 1
-        else:
-            assert result["error"]["type"] == "bad_reply", (case_id, result["error"])
+        assert result["tool_calling"] == "constrained", case_id
+        assert_constrained_raw_text(result, case_id)
+        assert_valid_or_labelled(tools, result, case_id)
         seen += 1
-    assert seen >= 30 and valid >= 0.8 * seen
+    assert seen >= 30
 
 
 def constrained_cases():
@@ -108,19 +129,17 @@ def constrained_cases():
 
 
 def test_constrained_replies_are_always_valid_messages(constrained):
-    """Over example inputs and a BFCL sample: names exist, arguments validate."""
-    seen = valid = 0
+    """Over example inputs and a BFCL sample: names exist, arguments validate, or the
+    decision says which kind of failure it was."""
+    seen = 0
     for case_id, messages, tools in constrained_cases():
         result = generate_ai_message(constrained, messages, tools).to_dict()
         assert result["tool_calling"] == "constrained"
-        if result["status"] == "success":
-            assert_valid_against(tools, result["ai_message"])
+        assert_constrained_raw_text(result, case_id)
+        if assert_valid_or_labelled(tools, result, case_id):
             assert result["parse"]["format"] == "json_envelope"
-            valid += 1
-        else:
-            assert result["error"]["type"] == "bad_reply", (case_id, result["error"])
         seen += 1
-    assert seen >= 19 and valid >= 0.8 * seen
+    assert seen >= 19
 
 
 def test_constrained_plan_is_valid(constrained):
@@ -130,9 +149,11 @@ def test_constrained_plan_is_valid(constrained):
         basic_tools(),
         mode="plan_execute",
     ).to_dict()
-    assert result["status"] == "success", result["error"]
-    assert_valid_against(basic_tools(), result["ai_message"])
-    assert result["parse"]["format"] in ("plan", "json_envelope")
+    assert result["tool_calling"] == "constrained"
+    assert_constrained_raw_text(result, "plan")
+    # a plan cut off at the token limit is a labelled error, not a valid-looking message
+    if assert_valid_or_labelled(basic_tools(), result, "plan"):
+        assert result["parse"]["format"] in ("plan", "json_envelope")
 
 
 def test_growing_conversation_reuses_the_evaluated_prefix():

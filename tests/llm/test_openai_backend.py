@@ -19,6 +19,7 @@ from lokal.errors import ConfigError
 from lokal.llm.backends import clear_backend_cache, get_backend
 from lokal.llm.decide import generate_ai_message
 from lokal.models import resolve_model_path
+from lokal.records import ERROR_KINDS
 from servers import free_port, llama_cpp_server
 
 
@@ -56,6 +57,8 @@ def test_text_mode_decision_against_the_live_server(tmp_path, server_url):
     assert first["raw_text"]
     assert first["usage"]["prompt_tokens"] > 100 and first["usage"]["completion_tokens"] > 0
     assert result["status"] in ("success", "error")
+    if result["status"] == "error":
+        assert result["error"]["type"] in ERROR_KINDS and result["error"]["message"]
 
 
 @pytest.mark.model
@@ -73,7 +76,7 @@ def test_native_mode_falls_back_to_the_parser_when_the_call_is_left_in_content(
     if result["status"] == "success":
         assert result["parse"]["format"] != "native"
     else:
-        assert result["error"]["message"]
+        assert result["error"]["type"] in ERROR_KINDS and result["error"]["message"]
 
 
 @pytest.mark.model
@@ -89,8 +92,17 @@ def test_constrained_mode_through_response_format_gives_valid_replies(tmp_path, 
         result = generate_ai_message(
             config, load_json(DATA / "messages" / name), tools, tool_calling="constrained"
         ).to_dict()
-        assert result["status"] == "success", (name, result["error"], result["raw_text"])
-        assert result["parse"]["attempts"] == 1
+        # response_format reached the server: every reply is a JSON object (how often it
+        # is a valid decision at the first attempt is a quality rate, benchmarked)
+        assert result["attempts"], name
+        for attempt in result["attempts"]:
+            assert attempt["raw_text"].lstrip().startswith("{"), (name, attempt["raw_text"])
+            assert attempt["usage"]["prompt_tokens"] > 0, name
+        if result["status"] == "error":
+            assert result["error"]["type"] in ERROR_KINDS and result["error"]["message"], name
+            continue
+        assert result["status"] == "success", name
+        assert result["parse"]["attempts"] == len(result["attempts"]), name
         for call in result["ai_message"]["tool_calls"]:
             Draft202012Validator(schemas[call["name"]]).validate(call["args"])
 

@@ -1,4 +1,7 @@
-"""Tool preselection ranks the right tool first and keeps the pinned ones (real MiniLM)."""
+"""Tool preselection ranks the right tool first and keeps the pinned ones (real MiniLM).
+
+The tests that load the real MiniLM are marked ``slow`` (out of ``make test-fast``): its
+similarities are floating-point sums whose last digits differ between CPUs."""
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ def selector():
     return ToolSelector()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("question", "expected"),
     [
@@ -37,6 +41,7 @@ def test_the_right_tool_ranks_first(selector, tools, question, expected):
     assert ranking[0].name == expected, [(t.name, round(t.score, 3)) for t in ranking]
 
 
+@pytest.mark.slow
 def test_top_k_keeps_named_called_and_always_tools(selector, tools):
     messages = [
         {"role": "user", "content": "Use count_letter_in_string to check the word banana."},
@@ -57,12 +62,14 @@ def test_top_k_keeps_named_called_and_always_tools(selector, tools):
     assert selection.to_dict()["k"] == 1
 
 
+@pytest.mark.slow
 def test_without_k_every_tool_is_offered_in_rank_order(selector, tools):
     selection = selector.select([{"role": "user", "content": "add 2 and 2"}], tools, k=None)
     assert selection.offered == [t.name for t in selection.ranking]
     assert len(selection.offered) == len(tools)
 
 
+@pytest.mark.slow
 def test_similarity_separates_a_tool_request_from_small_talk(selector, tools):
     need = selector.select([{"role": "user", "content": "Read the file notes.txt"}], tools, k=3)
     chat = selector.select([{"role": "user", "content": "Tell me a nice story."}], tools, k=3)

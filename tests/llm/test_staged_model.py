@@ -3,7 +3,8 @@
 What is asserted is what the framework guarantees: scores are log-probabilities that agree
 however they are batched, constrained replies match their schema with either grammar engine,
 a loop is stopped while decoding, and every staged decision over the benchmark cases is a
-valid message. What the 135M model chooses is measured by the benchmarks, not asserted here.
+valid message or a labelled error. What the 135M model chooses (its greedy text differs
+between CPUs) is measured by benchmarks/model_mechanisms_quality.py, not asserted here.
 """
 
 import json
@@ -17,6 +18,7 @@ from lokal.config import load_profile
 from lokal.llm.backends import GenerationRequest, get_backend
 from lokal.llm.decide import generate_ai_message
 from lokal.messages import validate_ai_message
+from lokal.records import ERROR_KINDS
 from lokal.tools.schema import tool_specs
 
 pytestmark = pytest.mark.model
@@ -47,7 +49,17 @@ def test_scores_are_log_probabilities_that_do_not_depend_on_batching(profile, ba
     # token read in a shared batch differs slightly from the same token read alone
     for a, b in zip(together, alone, strict=True):
         assert math.isclose(a, b, abs_tol=0.3), (together, alone)
-    assert together[0] > together[2]  # the model knows Paris better than a banana
+    assert all(math.isfinite(v) for v in together + alone)
+    # the chain rule: a continuation's score is the sum of its parts' scores, each read
+    # after what comes before it (the prefix is the start of the reply, not the prompt)
+    parts = (
+        backend.score(req, [" Paris"])[0]
+        + backend.score(
+            request(profile, "Complete the sentence.", prefix="The capital of France is Paris"),
+            ["."],
+        )[0]
+    )
+    assert math.isclose(alone[0], parts, abs_tol=0.3), (alone[0], parts)
 
 
 def test_the_default_profile_decides_in_stages(profile, backend):
@@ -56,9 +68,23 @@ def test_the_default_profile_decides_in_stages(profile, backend):
     result = generate_ai_message(
         profile, [{"role": "user", "content": "Read the file notes.txt"}], basic_tools()
     ).to_dict()
-    assert result["tool_calling"] == "staged" and result["status"] == "success"
+    assert result["tool_calling"] == "staged"
     assert "answer_or_call" in result["attempts"][0]["staged"]
     assert result["selection"]["offered"]
+    assert_valid_or_labelled(result, basic_tools())
+
+
+def assert_valid_or_labelled(result, tools):
+    """A decision is a valid message whose calls match their schemas, or an error of a
+    labelled kind that says why."""
+    assert result["status"] in ("success", "error")
+    if result["status"] == "error":
+        assert result["error"]["type"] in ERROR_KINDS and result["error"]["message"], result
+        return
+    validate_ai_message(result["ai_message"])
+    index = {t.name: t for t in tool_specs(tools)}
+    for call in result["ai_message"]["tool_calls"]:
+        Draft202012Validator(index[call["name"]].parameters).validate(call["args"])
 
 
 @pytest.mark.parametrize("engine", ["llguidance", "gbnf"])
@@ -97,25 +123,44 @@ def test_constrained_generation_matches_the_schema_with_either_engine(engine):
     Draft202012Validator(schema).validate(json.loads(completion.text[: -len("}]}")]))
 
 
-def test_a_loop_is_stopped_while_decoding(profile, backend):
+def test_a_loop_is_stopped_while_decoding(profile, backend, monkeypatch):
+    """The loop detector is asked after every generated token, with the generated ids only,
+    and a loop it reports ends the generation at once, labelled ``repetition``. Whether the
+    135M model loops by itself differs between CPUs, so the detector here (tested on its own
+    in tests/llm/test_quality.py) is a spy that reports a loop once it is asked; the grammar
+    (a long string) keeps the model from ending first."""
+    from lokal.llm.backends import llamacpp
+    from lokal.llm.quality import MIN_LOOP_TOKENS
+
+    asked: list[list[int]] = []
+
+    def spy(tokens):
+        asked.append(list(tokens))
+        return 2
+
+    monkeypatch.setattr(llamacpp, "loop_period", spy)
     settings = profile.generation.model_copy(update={"max_new_tokens": 200})
     completion = backend.generate(
         GenerationRequest(
             messages=[{"role": "user", "content": "Say 'go' again and again, with no end."}],
             settings=settings,
-            prefix="go go go go go go go go go go go go",
+            response_schema={"type": "string", "minLength": 600},
         )
     )
     assert completion.finish_reason == "repetition"
-    assert completion.completion_tokens < 200
-    assert completion.details["loop_period_tokens"] >= 1
+    assert completion.details["loop_period_tokens"] == 2
+    # asked first when MIN_LOOP_TOKENS tokens were generated (the prompt's are not passed)
+    assert asked and {len(a) for a in asked} == {MIN_LOOP_TOKENS}, [len(a) for a in asked]
+    assert MIN_LOOP_TOKENS <= completion.completion_tokens <= MIN_LOOP_TOKENS + 1
+    assert completion.text.startswith('"')
 
 
 def test_staged_replies_over_the_bench_cases_are_always_valid(profile):
     """Every reply is either a valid AIMessage whose calls match their schemas, or an error
-    that says why (a reply still cut off or looping after its retry is not passed off as an
-    answer: issue 9, part 3)."""
-    seen = failed = 0
+    of a labelled kind that says why (a reply still cut off or looping after its retry is not
+    passed off as an answer: issue 9, part 3). How many fail is a quality rate of the 135M
+    model, measured by benchmarks/model_mechanisms_quality.py, not asserted here."""
+    seen = 0
     for path in sorted((DATA / "bench_cases").glob("*.json")):
         case = load_json(path)
         tools = case.get("tools") or basic_tools()
@@ -123,16 +168,7 @@ def test_staged_replies_over_the_bench_cases_are_always_valid(profile):
             profile, case["messages"], tools, mode=case.get("mode", "prompt_json")
         ).to_dict()
         assert result["tool_calling"] == "staged"
+        assert result["attempts"], case["id"]
+        assert_valid_or_labelled(result, tools)
         seen += 1
-        if result["status"] != "success":
-            failed += 1
-            assert result["error"]["type"] == "bad_reply", (case["id"], result["error"])
-            assert result["error"]["message"]
-            continue
-        message = result["ai_message"]
-        validate_ai_message(message)
-        index = {t.name: t for t in tool_specs(tools)}
-        for call in message["tool_calls"]:
-            Draft202012Validator(index[call["name"]].parameters).validate(call["args"])
     assert seen >= 30
-    assert failed <= 2, f"{failed} of {seen} replies unusable after their retries"

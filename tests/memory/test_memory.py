@@ -165,3 +165,26 @@ def test_memory_survives_a_new_process(home):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == ["Remember the milk."]
+
+
+def test_note_ids_are_never_reused_also_in_a_database_made_before_autoincrement(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied REAL)"
+    )
+    for name, sql in MIGRATIONS[:2]:  # the schema before 003: ids could be reused
+        old.executescript(sql)
+        old.execute("INSERT INTO schema_migrations VALUES (?, 0)", (name,))
+    old.execute("INSERT INTO notes (text, source, created) VALUES ('kept', 'user', 0)")
+    old.commit()
+    old.close()
+    memory = Memory(db_path=path, memory_dir=tmp_path)
+    assert [(n["id"], n["text"]) for n in memory.notes()] == [(1, "kept")]
+    second = memory.add_note("second")
+    assert memory.delete_note(second)
+    third = memory.add_note("third")
+    assert third > second
+    memory.close()

@@ -51,7 +51,7 @@ EXPECTED_KEYS: dict[str, set[tuple[str, ...]]] = {
             "memory",
         )
     },
-    "model_load": {(*STAMPS, "model", "duration_s")},
+    "model_load": {(*STAMPS, "model", "duration_s"), (*STAMPS, "model", "duration_s", "component")},
     "decision_start": {(*STAMPS, "iteration", "purpose")},
     "decision": {
         (
@@ -117,7 +117,8 @@ SAMPLES: list[RunEvent] = [
         memory={"notes": 1, "min_score": 0.3, "selected": []},
         **STAMPED,
     ),
-    ModelLoad(model="deterministic mock", duration_s=0.01, **STAMPED),
+    ModelLoad(model="SmolLM2-135M-Instruct", duration_s=0.01, **STAMPED),
+    ModelLoad(model="all-MiniLM-L6-v2", duration_s=0.5, component="embeddings", **STAMPED),
     DecisionStart(iteration=1, purpose="decide", **STAMPED),
     DecisionMade(
         iteration=1,
@@ -202,14 +203,17 @@ def test_every_event_round_trips_through_its_dict(event):
 
 
 def test_fields_written_only_when_set():
-    plain, reused = SAMPLES[5], SAMPLES[6]
+    plain, reused = SAMPLES[6], SAMPLES[7]
     assert "reused" not in plain.to_dict() and reused.to_dict()["reused"] is True
+    chat, embeddings = SAMPLES[1], SAMPLES[2]  # a chat model's load has no component
+    assert "component" not in chat.to_dict()
+    assert embeddings.to_dict()["component"] == "embeddings"
     assert set(Guard(guard="max_iterations", iteration=1).to_dict()) == {
         "type",
         "guard",
         "iteration",
     }  # not emitted yet: no stamps either
-    expanded = SAMPLES[4].to_dict()
+    expanded = SAMPLES[5].to_dict()
     assert "prompt_ref" not in expanded and "prompt_messages" not in expanded
     assert list(expanded)[4:8] == ["iteration", "purpose", "status", "prompt"]
 
@@ -266,7 +270,13 @@ def traced_run(tmp_path, name, profile, registry, backend=None, **settings):
     return result, lines, seen
 
 
-def test_a_real_run_writes_todays_trace_shape_and_gives_subscribers_typed_events(tmp_path):
+def test_a_real_run_writes_todays_trace_shape_and_gives_subscribers_typed_events(
+    tmp_path, monkeypatch
+):
+    import lokal.llm.select
+
+    # a fresh tool selector: this process has not loaded the preselection's embeddings yet
+    monkeypatch.setattr(lokal.llm.select, "_DEFAULT", None)
     mock = load_profile(MODEL_CONFIG, "mock")
     builtin = ToolRegistry()
     register_builtin_tools(builtin, Workspace(DATA / "workspace"))
@@ -320,10 +330,15 @@ def test_a_real_run_writes_todays_trace_shape_and_gives_subscribers_typed_events
             shapes.setdefault(line["type"], set()).add(tuple(line))
         assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
         assert isinstance(seen[0], RunStart) and isinstance(seen[-1], Final)
-    # the model loads once, as a step of its own right after run_start
+    # the mock loads no chat model; the embeddings of tool preselection load once, as a
+    # step of their own right after run_start
     first = runs[0][2]
     assert isinstance(first[1], ModelLoad) and isinstance(first[2], DecisionStart)
+    assert first[1].component == "embeddings"
     assert sum(isinstance(e, ToolStart) for e in first) >= 1
     for kind, keys in shapes.items():
         assert keys <= EXPECTED_KEYS[kind], kind
-    assert shapes == EXPECTED_KEYS  # every variant was seen
+    # every variant was seen, but a chat model's load (no mock run has one: test_run_e2e)
+    chat_load = (*STAMPS, "model", "duration_s")
+    expected = {**EXPECTED_KEYS, "model_load": EXPECTED_KEYS["model_load"] - {chat_load}}
+    assert shapes == expected

@@ -68,8 +68,10 @@ def test_no_tool_answer_ends_the_loop_at_once(profile, registry):
     agent, backend = agent_with(profile, registry, [envelope(content="Hello!")])
     result = agent.run("Say hello")
     assert (result.status, result.answer, result.iterations) == ("final", "Hello!", 1)
-    assert [type(e) for e in result.events] == [RunStart, DecisionStart, DecisionMade, Final]
-    assert [e.type for e in result.events] == ["run_start", "decision_start", "decision", "final"]
+    # (the embedding model of tool preselection loads first, in the first run of a process)
+    events = [e for e in result.events if e.type != "model_load"]
+    assert [type(e) for e in events] == [RunStart, DecisionStart, DecisionMade, Final]
+    assert [e.type for e in events] == ["run_start", "decision_start", "decision", "final"]
     assert backend.remaining == 0
 
 

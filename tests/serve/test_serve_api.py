@@ -109,7 +109,6 @@ BAD = {
     "stream_string": ({"stream": "yes"}, "stream", "boolean"),
     "max_tokens_zero": ({"max_tokens": 0}, "max_tokens", "greater than"),
     "n_two": ({"n": 2}, "n", "n must be 1"),
-    "unknown_model": ({"model": "gpt-4o"}, "model", "available"),
     "tool_not_json_schema": (
         {
             "tools": [
@@ -359,9 +358,75 @@ def test_models_lists_every_profile_default_first(serve):
 
 def test_health(serve, profile):
     served = serve(["Hello."], api_key=KEY)
-    assert httpx.get(served.base + "/health").status_code == 401
     health = httpx.get(served.base + "/health", headers={"Authorization": f"Bearer {KEY}"}).json()
     assert health["status"] == "ok" and health["models"] == [profile.name]
+
+
+def test_health_answers_without_the_key_and_reveals_only_the_status(serve, profile):
+    served = serve(["Hello."], api_key=KEY)
+    for headers in ({}, {"Authorization": "Bearer sk-wrong"}):
+        response = httpx.get(served.base + "/health", headers=headers)
+        assert response.status_code == 200
+        assert response.json() == {"status": "ok"}
+        assert profile.name not in response.text
+    # everything under /v1 and /traces still needs the key
+    assert httpx.get(served.url + "/models").status_code == 401
+    assert httpx.get(served.base + "/traces").status_code == 401
+
+
+GHOST = {  # a mock that loads, and a profile whose model folder is not on this machine
+    "model": {"name": "mock", "backend": "mock"},
+    "tool_calling": {"mode": "prompt_json"},
+    "models": {"ghost": {"backend": "transformers", "model_name_or_path": "/no/such/model"}},
+}
+
+
+def _counted_server(config):
+    from serve_support import Served
+
+    from lokal.serve.app import create_app
+
+    log: list[dict] = []
+    return Served(create_app(config, api_key=KEY, log=log.append), log)
+
+
+def test_an_unknown_model_is_a_404_model_not_found_asked_once(serve, profile):
+    served = serve([])
+    with pytest.raises(openai.NotFoundError) as failed:
+        served.client(max_retries=2).chat.completions.create(**_chat(profile, model="gpt-4o"))
+    error = failed.value.body
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+    assert "available" in error["message"]
+    assert _until(lambda: len(served.log) == 1)
+    time.sleep(0.2)
+    assert len(served.log) == 1
+
+
+def test_a_profile_that_cannot_load_is_not_listed_and_is_a_404_asked_once():
+    served = _counted_server(GHOST)
+    try:
+        client = served.client(max_retries=2)  # the SDK's default retries
+        assert [m.id for m in client.models.list()] == ["mock"]
+        with pytest.raises(openai.NotFoundError) as failed:
+            client.chat.completions.create(model="ghost", messages=QUESTION)
+        assert failed.value.body["code"] == "model_not_found"
+        assert "cannot be loaded here" in failed.value.body["message"]
+        assert (
+            "/no/such/model" in failed.value.body["message"]
+            or "not installed" in (failed.value.body["message"])
+        )
+        with pytest.raises(openai.NotFoundError):
+            client.models.retrieve("ghost")
+        assert _until(lambda: len(served.log) == 3)
+        time.sleep(0.2)
+        chats = [e for e in served.log if e["path"] == "/v1/chat/completions"]
+        assert len(chats) == 1 and chats[0]["status"] == 404  # one request, not retried
+        reply = client.chat.completions.create(model="mock", messages=QUESTION)
+        assert reply.choices[0].message is not None
+        health = httpx.get(served.base + "/health", headers={"Authorization": f"Bearer {KEY}"})
+        assert "ghost" in health.json()["unavailable"]
+    finally:
+        served.stop()
 
 
 def test_an_unknown_path_is_a_404_in_openai_shape(serve):

@@ -39,8 +39,11 @@ def test_trace_chooses_the_file_and_no_trace_keeps_none(tmp_path, capsys):
     chosen = tmp_path / "mine.jsonl"
     assert _run(tmp_path, "--trace", str(chosen)) == 0
     assert read_trace(chosen)[-1]["type"] == "final"
+    # the chosen file is listed too: a link to it in the traces folder (issue 18)
+    (link,) = traces_dir().iterdir()
+    assert link.is_symlink() and link.resolve() == chosen.resolve()
     assert _run(tmp_path, "--no-trace") == 0
-    assert not traces_dir().exists() or not list(traces_dir().iterdir())
+    assert list(traces_dir().iterdir()) == [link]  # --no-trace keeps nothing
     capsys.readouterr()
     assert _run(tmp_path, "--no-trace", "--trace", str(chosen)) == 2
     assert "--no-trace" in capsys.readouterr().err

@@ -7,6 +7,14 @@ A case file::
      "expect": {"tool_calls": [{"name": ..., "args": {...}?}], "order_matters": false}
              | {"no_tool": true} | {"content_contains": ["..."]}}
 
+A call matches when its name is the expected one and every argument the case names matches:
+strings equal up to case and surrounding spaces, numbers within floating-point error, objects
+on the keys given. An argument whose meaning matters more than its text is given by a check:
+``{"$value": 15.7}`` (a number, or an expression lokal's calculator evaluates to it:
+``"3.14 * 5"`` and ``"5*3.14"`` pass, ``"3.14"`` does not) or ``{"$contains": ["a", "b"]}``
+(a string holding each, in any case). A case with expected calls names the arguments that
+decide whether the call does what was asked (tests/bench/test_bench.py checks it).
+
 Each case runs once per profile × tool_calling mode. A record says whether a valid AIMessage
 came back (``valid``) and whether it is the expected one (``correct``); the summary gives
 success and correctness rates, latency mean/p50/p95 and tokens per profile × mode.
@@ -57,7 +65,43 @@ def load_cases(directory: str | Path) -> list[dict[str, Any]]:
     return cases
 
 
+def _matcher(expected: Any) -> tuple[str, Any] | None:
+    """``{"$value": N}`` or ``{"$contains": [...]}``: a check of an argument's meaning rather
+    than its exact text (see the module's docstring)."""
+    if isinstance(expected, dict) and len(expected) == 1:
+        key, value = next(iter(expected.items()))
+        if key in ("$value", "$contains"):
+            return key, value
+    return None
+
+
+def _value(actual: Any) -> float | None:
+    """The number an argument stands for: a number, or an expression lokal's calculator
+    evaluates (``"3.14 * 5"``, ``"5*3.14"``); None when it is neither."""
+    if isinstance(actual, bool):
+        return None
+    if isinstance(actual, int | float):
+        return float(actual)
+    if not isinstance(actual, str):
+        return None
+    from lokal.skills.builtin import calculate
+
+    try:
+        result = calculate(actual)
+    except (ValueError, TypeError, LokalError):
+        return None
+    return None if isinstance(result, bool) else float(result)
+
+
 def _same(expected: Any, actual: Any) -> bool:
+    matcher = _matcher(expected)
+    if matcher is not None:
+        key, wanted = matcher
+        if key == "$value":
+            got = _value(actual)
+            return got is not None and math.isclose(got, wanted, rel_tol=1e-6, abs_tol=1e-9)
+        needles = [wanted] if isinstance(wanted, str) else wanted
+        return isinstance(actual, str) and all(n.casefold() in actual.casefold() for n in needles)
     if isinstance(expected, str) and isinstance(actual, str):
         return expected.strip().casefold() == actual.strip().casefold()
     if isinstance(expected, bool) or isinstance(actual, bool):
@@ -91,13 +135,14 @@ def judge(expect: dict[str, Any], message: dict[str, Any] | None) -> tuple[bool,
         if expect.get("order_matters"):
             for index, (w, c) in enumerate(zip(wanted, calls, strict=True)):
                 if not _call_matches(w, c):
-                    return False, f"call {index + 1}: expected {w['name']}, got {c['name']}"
+                    return False, f"call {index + 1}: expected {_describe(w)}, got {_describe(c)}"
             return True, None
         free = list(calls)
         for w in wanted:
             match = next((c for c in free if _call_matches(w, c)), None)
             if match is None:
-                return False, f"no call matches {w['name']} {w.get('args') or {}}"
+                got = "; ".join(_describe(c) for c in free) or "none left"
+                return False, f"no call matches {_describe(w)} (got {got})"
             free.remove(match)
         return True, None
     if calls:
@@ -108,6 +153,11 @@ def judge(expect: dict[str, Any], message: dict[str, Any] | None) -> tuple[bool,
         if needle.casefold() not in content.casefold():
             return False, f"answer does not contain {needle!r}"
     return True, None
+
+
+def _describe(call: dict[str, Any]) -> str:
+    args = json.dumps(call.get("args") or {}, ensure_ascii=False, sort_keys=True)
+    return f"{call['name']}({args})"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -130,7 +180,10 @@ def _record(case: dict[str, Any], profile: str, mode: str, result: dict[str, Any
         "case": case["id"],
         "profile": profile,
         "mode": mode,
-        "decision_mode": result.get("mode"),
+        # the tool_calling mode the decision really used (a fallback included), and how the
+        # agent proceeded; the original command lines' --mode name is not either of them
+        "decision_mode": result.get("tool_calling") or mode,
+        "strategy": result.get("strategy"),
         "status": result.get("status", "error"),
         "valid": valid,
         "correct": correct,

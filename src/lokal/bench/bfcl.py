@@ -298,12 +298,16 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         entry = pipelines.setdefault(row["pipeline"], {"categories": {}})
         cat = entry["categories"].setdefault(
-            row["category"], {"total": 0, "correct": 0, "valid": 0, "latency_ms": 0.0}
+            row["category"],
+            {"total": 0, "correct": 0, "valid": 0, "latency_ms": 0.0, "latency_ms_max": 0.0},
         )
         cat["total"] += 1
         cat["correct"] += row["correct"]
         cat["valid"] += row["valid"]
         cat["latency_ms"] += row["latency_ms"] or 0
+        if (row["latency_ms"] or 0) >= cat["latency_ms_max"]:  # the longest decision, and which
+            cat["latency_ms_max"] = row["latency_ms"] or 0
+            cat["longest_id"] = row.get("id")
     for pipeline, entry in pipelines.items():
         cats = entry["categories"]
         for cat in cats.values():

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lokal.bench.report import LATENCY_HEADERS
-from lokal.cli_common import add_command, read_json_file
+from lokal.cli_common import add_command, ensure_output_folder, read_json_file
 from lokal.config import LEGACY_MODES, TOOL_CALLING
 from lokal.errors import ConfigError
 
@@ -140,6 +140,7 @@ def bench_command(args: argparse.Namespace) -> int:
             raise ConfigError(f"--modes: {mode!r} is not one of {', '.join(TOOL_CALLING)}")
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
+    ensure_output_folder(args.outdir, "--outdir", folder=True)  # before hours of cases
     profiles = [load_profile(args.model_config, name) for name in _split(args.profiles) or [None]]
     cases = load_cases(args.cases)[: args.limit]
     tools = read_json_file(args.tools_schema, "tools_schema")
@@ -160,10 +161,15 @@ def bench_command(args: argparse.Namespace) -> int:
             progress=advance,
         )
     summary = summarize(records)
+    used = list(dict.fromkeys(r["decision_mode"] for r in records))  # in the order run
     meta = {
         "command": "lokal bench",
         "cases_dir": str(args.cases),
-        "decision_mode": args.mode,
+        # the tool_calling mode(s) the decisions used (staged, constrained, ...), not --mode
+        "decision_mode": used[0] if len(used) == 1 else ",".join(used),
+        "tool_calling": used,
+        "mode_option": args.mode,  # --mode: the cases' strategy, or mock for every case
+        "backend": "mock" if args.mode == "mock" else sorted({p.backend for p in profiles}),
         "profiles": [p.name for p in profiles],
         "limit": args.limit,
         "concurrency": args.concurrency,
@@ -235,6 +241,7 @@ def bfcl_command(args: argparse.Namespace) -> int:
         raise ConfigError("--concurrency must be at least 1")
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
+    ensure_output_folder(args.outdir, "--outdir", folder=True)  # before hours of questions
     categories = _split(args.categories)
     pipelines = _split(args.pipelines)
     profile = load_profile(args.model_config, args.profile)

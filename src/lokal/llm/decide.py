@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from lokal.config import STRATEGIES, Profile, from_legacy_mode, load_profile
 from lokal.errors import BackendError, ConfigError, MessageError, ParseError
 from lokal.llm import grammar
@@ -35,10 +33,17 @@ from lokal.llm.prompts import (
 )
 from lokal.llm.quality import reply_problem, text_loop, trim_loop
 from lokal.llm.select import Selection, default_selector, evidence
-from lokal.llm.staged import StagedEngine, call_key, can_score
+from lokal.llm.staged import DecisionTimeout, StagedEngine, call_key, can_score
 from lokal.messages import current_turn, last_user_text, make_ai_message, read_tool_result
-from lokal.records import Attempt, Decision, Usage
-from lokal.tools.schema import ToolSpec, openai_tools, tool_specs
+from lokal.records import Attempt, Decision, DecisionError, Usage
+from lokal.tools.schema import (
+    ToolSpec,
+    check_json_schema,
+    check_local_refs,
+    openai_tools,
+    schema_validator,
+    tool_specs,
+)
 
 __all__ = ["generate_ai_message", "validate_conversation"]
 
@@ -112,6 +117,21 @@ def _check_quality(
     if trimmed:
         message = make_ai_message(content)
     return message, trimmed
+
+
+def _cut_off(completion: Completion, limit: int, purpose: str) -> str | None:
+    """Why the reply is cut off (the backend's finish reason is ``length``, or it reports
+    no reason and wrote ``max_new_tokens`` tokens), or None."""
+    tokens = completion.completion_tokens
+    if completion.finish_reason != "length" and not (
+        completion.finish_reason is None and tokens is not None and tokens >= limit
+    ):
+        return None
+    shorter = "fewer steps, shorter descriptions" if purpose == "plan" else "shorter arguments"
+    return (
+        f"the reply was cut off at the limit of {limit} tokens (max_new_tokens) before it "
+        f"was complete; a cut-off reply is not used: write {shorter} and fewer calls"
+    )
 
 
 def _preselect(
@@ -279,11 +299,12 @@ def _answer_schema(response_format: Any) -> dict[str, Any] | None:
         if not isinstance(schema, dict):
             raise ConfigError("response_format.json_schema.schema must be a JSON Schema object")
         try:
-            Draft202012Validator.check_schema(schema)
+            check_json_schema(schema)
         except Exception as exc:  # jsonschema's SchemaError
             raise ConfigError(
                 f"response_format.json_schema.schema is not a JSON Schema: {exc.args[0]}"
             ) from None
+        check_local_refs(schema, "response_format.json_schema.schema")  # never fetched
         return schema
     raise ConfigError(
         f"response_format.type must be text, json_object or json_schema, got {kind!r}"
@@ -318,7 +339,7 @@ def _check_answer_format(message: dict[str, Any], schema: dict[str, Any]) -> dic
         raise _Unusable(
             "parse_error", "the answer must be a JSON value (response_format), not plain text"
         ) from None
-    error = next(Draft202012Validator(schema).iter_errors(value), None)
+    error = next(schema_validator(schema).iter_errors(value), None)
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "the answer"
         raise _Unusable(
@@ -435,6 +456,7 @@ def generate_ai_message(
             settings=settings,
             require_call=call_required,
             one_call=not parallel_tool_calls,
+            max_new_tokens=profile.generation.max_new_tokens,
         )
     prompt_mode = "staged" if staged else tc_mode
     found = evidence(messages, k=3) if staged else None
@@ -459,7 +481,25 @@ def generate_ai_message(
         record.selection = selection.to_dict()
     question = last_user_text(messages)
     started = time.perf_counter()
+    budget_s = settings.decision_budget_s
+    deadline = started + budget_s if budget_s else None
     for attempt_number in range(settings.max_retries + 1):
+        if attempt_number and deadline is not None and time.perf_counter() > deadline:
+            # no time left for a retry: the decision ends on its budget, the last error kept
+            last = record.attempts[-1].error
+            record.error = DecisionError(
+                "timeout",
+                f"the decision used its {budget_s:g} s (tool_calling.decision_budget_s) "
+                f"before attempt {attempt_number + 1}; the last attempt failed: "
+                f"{last.message if last else 'unknown'}",
+            )
+            record.partial = {
+                "stage": f"before attempt {attempt_number + 1}",
+                "elapsed_s": round(time.perf_counter() - started, 2),
+                "tool_calls": [],
+                "last_error": last.to_dict() if last else None,
+            }
+            break
         request = GenerationRequest(
             messages=prompt,
             settings=profile.generation,
@@ -491,6 +531,7 @@ def generate_ai_message(
                     question=question,
                     results=_results(turn),
                     done=_done_calls(turn),
+                    deadline=deadline,
                 )
                 if call_required:
                     force = "call"
@@ -500,6 +541,25 @@ def generate_ai_message(
         except BackendError as exc:
             attempt.fail("backend_error", str(exc))
             record.error = attempt.error
+            break
+        except DecisionTimeout as exc:
+            elapsed = time.perf_counter() - started
+            attempt.latency_ms = round((time.perf_counter() - attempt_started) * 1000, 1)
+            attempt.staged = exc.trace
+            done = len(exc.calls)
+            attempt.fail(
+                "timeout",
+                f"the decision ran past its {budget_s:g} s (tool_calling.decision_budget_s) "
+                f"after {elapsed:.1f} s, in stage: {exc.stage}; {done} complete call"
+                f"{'' if done == 1 else 's'} so far (in partial)",
+            )
+            record.error = attempt.error
+            record.partial = {
+                "stage": exc.stage,
+                "elapsed_s": round(elapsed, 2),
+                "tool_calls": exc.calls,
+                "pending_call": exc.pending,
+            }
             break
         attempt.latency_ms = round((time.perf_counter() - attempt_started) * 1000, 1)
         attempt.raw_text = completion.text
@@ -511,12 +571,16 @@ def generate_ai_message(
             attempt.backend = details
         record.usage.add(attempt.usage)
         record.raw_text = completion.text
+        cut = _cut_off(completion, request.settings.max_new_tokens, purpose)
         try:
             json_answer = _json_answer(completion) if answer_schema is not None else None
             if json_answer is not None:
                 message, details = json_answer, {"format": "json_envelope", "repaired": False}
             else:
                 message, details = _interpret(completion, known, purpose, settings)
+            if cut and (message["tool_calls"] or purpose == "plan"):
+                # a cut-off call may parse once repaired, but not into what was meant
+                raise _BadReply(cut)
             if call_required and not message["tool_calls"]:
                 names = ", ".join(tool.name for tool in tools)
                 raise _Unusable(
@@ -544,8 +608,11 @@ def generate_ai_message(
             if trimmed:
                 details["loop_trimmed"] = True
         except ParseError as exc:
-            kind = "unknown_tool" if exc.kind == "unknown_tool" else "parse_error"
-            attempt.fail(kind, exc.reason, exc.kind)
+            if cut:  # the text ends where the limit cut it, not where the model ended it
+                attempt.fail("bad_reply", cut)
+            else:
+                kind = "unknown_tool" if exc.kind == "unknown_tool" else "parse_error"
+                attempt.fail(kind, exc.reason, exc.kind)
         except _Unusable as exc:
             attempt.fail(exc.kind, str(exc))
         except _BadReply as exc:

@@ -220,6 +220,19 @@ class ToolSelector:
                 return None
         return self._embedder.embed(texts)
 
+    def prepare(self, tools: Sequence[ToolSpec]) -> bool | None:
+        """Load the embedding model and embed ``tools`` (and the background requests) now,
+        so that no decision does it: ``lokal run`` reports this as a load step of its own.
+        None when there was nothing to do (loaded and embedded already, or embeddings off);
+        else whether dense similarity is available."""
+        documents = [tool_document(t) for t in tools]
+        if not self._use_embeddings or not documents:
+            return None
+        with self._lock:
+            if self._embedder is not None and all(d in self._vectors for d in documents):
+                return None
+        return self._tool_vectors(documents) is not None
+
     def _tool_vectors(self, documents: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """The unit vectors of ``documents`` and each one's mean cosine to the background
         requests (both cached per document)."""

@@ -28,6 +28,11 @@ An answer is generated under the answer-only schema. The result is the same JSON
 constrained reply would be, so parsing, validation, merging of identical calls and retries
 work as for every other mode. Each stage's evidence is kept in
 ``Completion.details["staged"]``.
+
+The work is bounded: at most ``staged.max_candidates`` values are scored per argument (see
+``capped``), a call repeated within the reply ends it, and with a ``deadline`` (the
+profile's ``decision_budget_s``) the engine raises ``DecisionTimeout`` before a model call
+past it, with the calls found so far (docs/decisions.md, "Budgets").
 """
 
 from __future__ import annotations
@@ -36,17 +41,24 @@ import contextlib
 import json
 import math
 import re
+import time
 from dataclasses import dataclass, replace
 from typing import Any
-
-from jsonschema import Draft202012Validator
 
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.select import Selection, _words, default_selector
-from lokal.tools.schema import ToolSpec
+from lokal.tools.schema import ToolSpec, schema_validator
 
-__all__ = ["ANSWER_OPENING", "CALL_OPENING", "StagedEngine", "call_key", "can_score"]
+__all__ = [
+    "ANSWER_OPENING",
+    "CALL_OPENING",
+    "DecisionTimeout",
+    "StagedEngine",
+    "call_key",
+    "can_score",
+    "capped",
+]
 
 CALL_OPENING = '{"tool_calls": [{"name": "'
 ANSWER_OPENING = '{"content": "'
@@ -56,6 +68,26 @@ _END_CALLS = "]}"
 _CLOSE_CALL = "}"
 _CLOSE_ARGS = "}"
 _MAX_VALUE_TOKENS = 48
+_SCORE_CHUNK = 32  # candidates scored per backend call, the time budget checked between
+
+
+class DecisionTimeout(Exception):
+    """The decision's time budget ran out between two model calls. ``stage`` says where,
+    ``calls`` holds the calls completed so far, ``pending`` the call being filled (its
+    arguments chosen so far), ``trace`` the stages' evidence so far."""
+
+    def __init__(
+        self,
+        stage: str,
+        calls: list[dict[str, Any]],
+        pending: dict[str, Any] | None,
+        trace: dict[str, Any],
+    ) -> None:
+        super().__init__(f"time budget exceeded in stage: {stage}")
+        self.stage = stage
+        self.calls = calls
+        self.pending = pending
+        self.trace = trace
 
 
 def can_score(backend: Any) -> bool:
@@ -122,7 +154,27 @@ _FORMULA = re.compile(
     r"[(\[]*(?:\d+(?:\.\d+)?|[a-z]\w*\()[)\]]*"
     r"(?:\s*(?:\*\*|//|[-+*/^%×÷])\s*[(\[]*(?:\d+(?:\.\d+)?|[a-z]\w*\()[\d.)\]]*)+"
 )
-_MAX_CANDIDATES = 120
+_MAX_CANDIDATES = 48  # the default of tool_calling.staged.max_candidates
+
+
+def capped(
+    values: list[Any], cap: int, quoted: set[str] | frozenset[str] = frozenset()
+) -> list[Any]:
+    """At most ``cap`` of ``values`` (candidates in order of appearance), so that a long
+    question does not cost hundreds of scored continuations: quoted passages and non-strings
+    first, then strings by their number of words (every single word of the question before
+    any pair of words), ties in order of appearance; the kept ones in their original order."""
+    if len(values) <= cap:
+        return values
+
+    def priority(item: tuple[int, Any]) -> tuple[int, int]:
+        index, value = item
+        if not isinstance(value, str) or value in quoted:
+            return (0, index)
+        return (len(value.split()), index)
+
+    kept = sorted(sorted(enumerate(values), key=priority)[:cap])
+    return [value for _, value in kept]
 
 
 # Words a value seldom starts or ends with (in lower case): "in mississippi", "the letter s"
@@ -320,6 +372,7 @@ class StagedEngine:
         question: str,
         results: list[Any] | None = None,
         done: set[str] | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.backend = backend
         self.request = request
@@ -339,15 +392,34 @@ class StagedEngine:
         self.usage = _Stage()
         self.reused: dict[str, int] = {}
         self.scored = 0
+        self.capped = 0  # the most candidates one value had before the cap
         self.trace: dict[str, Any] = {}
         self._last: Completion | None = None
         self._cut: str | None = None
         self._param_name = ""
+        self.deadline = deadline  # time.perf_counter() value after which the decision stops
+        self._per_continuation = 0.0  # seconds per scored continuation, last measured
+        self.stage = "answer or call"
+        self.found: list[dict[str, Any]] = []  # the calls completed so far
+        self.pending: dict[str, Any] | None = None  # the call being filled
+
+    def _check_time(self) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            self.trace["continuations_scored"] = self.scored
+            if self.capped:
+                self.trace["candidates_capped"] = self.capped
+            raise DecisionTimeout(
+                self.stage, list(self.found), self.pending, json.loads(json.dumps(self.trace))
+            )
 
     # -- stages -------------------------------------------------------------------------
 
     def _score(self, prefix: str, continuations: list[str]) -> list[float]:
+        self._check_time()
+        started = time.perf_counter()
         scores = self.backend.score(replace(self.request, prefix=prefix), continuations)
+        if continuations and prefix:  # without a prefix the time is the prompt's reading
+            self._per_continuation = (time.perf_counter() - started) / len(continuations)
         seen = getattr(self.backend, "last_score", None) or {}
         if not prefix and seen:  # the prompt itself, before any part of the reply
             self.usage.prompt_tokens = max(self.usage.prompt_tokens, seen["prompt_tokens"])
@@ -358,9 +430,16 @@ class StagedEngine:
     def _generate(
         self, prefix: str, schema: dict[str, Any], max_tokens: int, suffix: str = ""
     ) -> Completion:
-        settings = self.request.settings.model_copy(
-            update={"max_new_tokens": min(self.request.settings.max_new_tokens, max_tokens)}
-        )
+        self._check_time()
+        limit = min(self.request.settings.max_new_tokens, max_tokens)
+        shortened = False
+        if self.deadline is not None and self._per_continuation > 0:
+            # a generation is not interrupted: it gets the tokens the time left allows
+            fit = int((self.deadline - time.perf_counter()) / self._per_continuation)
+            if fit < limit:
+                limit, shortened = max(1, fit), True
+        settings = self.request.settings.model_copy(update={"max_new_tokens": limit})
+        started = time.perf_counter()
         completion = self.backend.generate(
             replace(
                 self.request,
@@ -370,6 +449,17 @@ class StagedEngine:
                 settings=settings,
             )
         )
+        if completion.completion_tokens:
+            self._per_continuation = (time.perf_counter() - started) / completion.completion_tokens
+        if shortened and completion.finish_reason == "length":
+            self.trace["continuations_scored"] = self.scored
+            self.trace["stopped_generation"] = completion.text
+            raise DecisionTimeout(
+                f"{self.stage} (generation shortened to {limit} tokens by the time budget)",
+                list(self.found),
+                self.pending,
+                json.loads(json.dumps(self.trace)),
+            )
         self.usage.completion_tokens += completion.completion_tokens or 0
         self.usage.prompt_tokens = max(self.usage.prompt_tokens, completion.prompt_tokens or 0)
         self._last = completion
@@ -477,8 +567,9 @@ class StagedEngine:
         self.covered |= hit
 
     def answer(self) -> Completion:
-        schema = grammar.reply_schema([], settings=self.settings)
-        return self._generate("", schema, self.request.settings.max_new_tokens)
+        budget = self.request.settings.max_new_tokens
+        schema = grammar.reply_schema([], settings=self.settings, max_new_tokens=budget)
+        return self._generate("", schema, budget)
 
     # -- stage 3: arguments ------------------------------------------------------------
 
@@ -512,12 +603,19 @@ class StagedEngine:
                         values.append(number)
         else:
             return None
-        checker = Draft202012Validator(spec)
-        values = [v for v in values if checker.is_valid(v)][:_MAX_CANDIDATES]
+        checker = schema_validator(spec)
+        values = [v for v in values if checker.is_valid(v)]
         shape = _FORMATS.get(inferred_format(self._param_name, spec) or "")
         if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
             # a path, e-mail, date or URL parameter takes only values of that shape
             values = [v for v in values if isinstance(v, str) and shape.search(v)]
+        cap = getattr(self.staged, "max_candidates", _MAX_CANDIDATES)
+        if len(values) > cap:
+            quoted = {
+                g for source in sources for m in _QUOTED.finditer(source) for g in m.groups() if g
+            }
+            self.capped = max(self.capped, len(values))
+            values = capped(values, cap, quoted)
         fresh = [v for v in values if v not in used]
         return fresh + [v for v in values if v in used]
 
@@ -531,7 +629,14 @@ class StagedEngine:
         texts = [json.dumps(v, ensure_ascii=False) for v in candidates or []]
         own = ""
         if candidates is None or not texts or self.staged.generated_values:
-            free = self._generate(prefix, spec, _MAX_VALUE_TOKENS, suffix=tail)
+            budget = min(_MAX_VALUE_TOKENS, self.request.settings.max_new_tokens)
+            fitted = grammar.fit_schema(
+                spec,
+                budget,
+                max_string=self.settings.max_string_length,
+                max_items=self.settings.max_calls,
+            )
+            free = self._generate(prefix, fitted, budget, suffix=tail)
             own = free.text[: -len(tail)] if free.text.endswith(tail) else free.text
             own = own.strip()
             if candidates is None or not texts:
@@ -540,7 +645,15 @@ class StagedEngine:
                 return [(own, 0.0)], {"generated": own, "finish_reason": free.finish_reason}
             if own and own not in texts and free.finish_reason not in ("length", "repetition"):
                 texts.append(own)
-        scores = self._score(prefix, [t + tail for t in texts])
+        scores: list[float] = []
+        while len(scores) < len(texts):  # in chunks, the time budget checked between
+            size = _SCORE_CHUNK
+            if self.deadline is not None and self._per_continuation > 0:
+                # no chunk that would run far past the deadline: what fits, at least one
+                left = self.deadline - time.perf_counter()
+                size = max(1, min(size, int(left / self._per_continuation)))
+            chunk = texts[len(scores) : len(scores) + size]
+            scores += self._score(prefix, [t + tail for t in chunk])
         weight = self.staged.value_length_weight
         adjusted = [
             s + weight * math.log(max(1, len(t))) for s, t in zip(scores, texts, strict=True)
@@ -574,6 +687,8 @@ class StagedEngine:
             text += key + ranked[name][0][0]
             with contextlib.suppress(json.JSONDecodeError):
                 used.append(json.loads(ranked[name][0][0]))
+                if self.pending is not None:
+                    self.pending["args"][name] = used[-1]
         values = _distinct_strings({n: r for n, r in ranked.items()})
         for name, value in values.items():
             if value != ranked[name][0][0]:
@@ -598,6 +713,7 @@ class StagedEngine:
                 choice = "call" if stage1["margin"] > 0 else "answer"
         self.trace["choice"] = choice
         if choice == "answer":
+            self.stage = "answer"
             completion = self.answer()
             return self._result(completion.text, completion.finish_reason, completion)
         prefix = CALL_OPENING
@@ -605,8 +721,11 @@ class StagedEngine:
         finish = "stop"
         focus: str | None = None
         while True:
+            self.stage = f"tool of call {len(calls) + 1}"
             scores = self.tool_scores(prefix, focus)
             name = max(self.order, key=lambda n: (scores[n]["fused"], -self.order.index(n)))
+            self.stage = f"arguments of call {len(calls) + 1} ({name})"
+            self.pending = {"name": name, "args": {}}
             schema = args_schema(
                 self.tools[name],
                 self.question,
@@ -615,6 +734,9 @@ class StagedEngine:
             )
             head = prefix + name + _ARGS
             text = self.fill_args(head, schema)
+            with contextlib.suppress(json.JSONDecodeError):
+                self.found.append({"name": name, "args": json.loads(text)})
+            self.pending = None
             if self._cut:
                 finish = self._cut
             calls.append({"name": name, "scores": {n: _rounded(v) for n, v in scores.items()}})
@@ -624,8 +746,17 @@ class StagedEngine:
                 if len(calls) == 1:
                     self.trace["calls"] = calls
                     self.trace["choice"] = "answer"
+                    self.stage = "answer"
                     completion = self.answer()
                     return self._result(completion.text, completion.finish_reason, completion)
+                break
+            earlier = {call_key(c["name"], c["args"]) for c in self.found[:-1]}
+            if self.settings.merge_duplicate_calls and call_key(name, text) in earlier:
+                # the same call again in this reply: kept (the decision merges it) but no
+                # more calls, they would only repeat it (a long question made four of them)
+                calls[-1]["repeat_in_this_reply"] = True
+                prefix = head + text + _CLOSE_CALL
+                self.found.pop()
                 break
             prefix = head + text + _CLOSE_CALL
             self.cover(text)
@@ -633,6 +764,7 @@ class StagedEngine:
                 break
             if not self.settings.parallel_calls or len(calls) >= self.settings.max_calls:
                 break
+            self.stage = f"another call after call {len(calls)}"
             more = self.continue_evidence(prefix, {c["name"] for c in calls})
             calls[-1]["continue"] = _rounded({k: v for k, v in more.items() if k != "remaining"})
             if more["margin"] <= 0:
@@ -649,6 +781,8 @@ class StagedEngine:
         tokens, whether generated or chosen by scoring (``continuations_scored`` says how many
         candidates were read to choose them)."""
         self.trace["continuations_scored"] = self.scored
+        if self.capped:
+            self.trace["candidates_capped"] = self.capped
         details: dict[str, Any] = {"staged": self.trace, **self.reused}
         if last is not None:
             details.update(

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -183,6 +184,9 @@ class _Server:
         return f"; its stderr ends: {tail}" if tail else ""
 
 
+_THIS_PYTHON = frozenset({"python", "python3"})
+
+
 def _stdio_parameters(config: McpServerConfig) -> Any:
     """The SDK's parameters for a stdio server: only ``env`` plus PATH reach the child."""
     from mcp import StdioServerParameters
@@ -197,7 +201,9 @@ def _stdio_parameters(config: McpServerConfig) -> Any:
     command = config.command or ""
     if os.sep in command and cwd is not None and not os.path.isabs(command):
         command = str(cwd / command)
-    executable = shutil.which(command, path=path)
+    # "python" is the Python lokal runs in (which has the mcp SDK), not whichever one PATH
+    # finds first: outside an activated virtual environment that one lacks the SDK
+    executable = sys.executable if command in _THIS_PYTHON else shutil.which(command, path=path)
     if executable is None:
         raise ConfigError(
             f"MCP server {config.name!r}: command {config.command!r} not found"

@@ -2,9 +2,10 @@
 other MCP clients over stdio (the SDK's low-level ``Server``: the tools' own JSON Schemas are
 listed as they are, not re-derived from Python signatures).
 
-The file tools are confined to the workspace (``lokal.skills.workspace``): a path outside it
-is an error result, as is a call whose arguments fail the tool's schema (worded by
-``ToolSpec.validate``, as in a ToolMessage). ``code_execution`` runs in the sandbox
+The file tools are confined to the workspace (``lokal.skills.workspace``): a path outside it,
+or a file with more than one hard link (it may be a file from outside), is an error result,
+as is a call whose arguments fail the tool's schema (worded by ``ToolSpec.validate``, as in a
+ToolMessage). ``code_execution`` runs in the sandbox
 (``lokal.skills.sandbox``), with the workspace read-only at ``./workspace``; with ``--skills``
 the skills' ``read_skill`` is offered too. A tool's output is returned as text (JSON for
 objects) and, when it is an object, also as ``structured_content``.
@@ -36,24 +37,28 @@ def _version() -> str:
 
 @contextlib.contextmanager
 def lokal_tools(
-    workspace: str | os.PathLike[str] = ".", skills: str | os.PathLike[str] | None = None
+    workspace: str | os.PathLike[str] = ".",
+    skills: str | os.PathLike[str] | None = None,
+    *,
+    allow_hard_links: bool = False,
 ) -> Iterator[list[Tool]]:
     """The tools ``lokal mcp serve`` offers: the built-in tools bound to ``workspace``,
-    ``code_execution`` and, with ``skills``, ``read_skill``."""
+    ``code_execution`` and, with ``skills``, ``read_skill``. Files with more than one hard
+    link are refused (and left out of the sandbox's copy) unless ``allow_hard_links``."""
     from lokal.skills.agent_skills import SkillLibrary, skill_tools
     from lokal.skills.builtin import builtin_tools
     from lokal.skills.workspace import Workspace
 
-    ws = Workspace(workspace)
+    ws = Workspace(workspace, allow_hard_links=allow_hard_links)
     tools = builtin_tools(ws)
     with contextlib.ExitStack() as stack:
         if skills is not None:
-            tools += skill_tools(SkillLibrary(skills), workspace=ws.root)
+            tools += skill_tools(SkillLibrary(skills), workspace=ws)
         else:  # code execution without skills: an empty library, code_execution only
             empty = stack.enter_context(tempfile.TemporaryDirectory(prefix="lokal-mcp-"))
             tools += [
                 item
-                for item in skill_tools(SkillLibrary(empty), workspace=ws.root)
+                for item in skill_tools(SkillLibrary(empty), workspace=ws)
                 if item.name == "code_execution"
             ]
         yield tools

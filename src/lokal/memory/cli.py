@@ -44,6 +44,14 @@ def conversation_rows(store: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def note_rows(notes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Notes as printed: ``created`` as ISO-8601 local time, not a Unix float."""
+    return [
+        {**note, "created": local_time(note["created"])} if "created" in note else dict(note)
+        for note in notes
+    ]
+
+
 def delete_conversation(store: Any, name: str) -> dict[str, int]:
     """Delete a conversation with its runs and messages, in one transaction; how many of
     each went. A ConfigError (exit 2) when there is no such conversation."""
@@ -157,7 +165,7 @@ def memory_command(args: argparse.Namespace) -> int:
         if args.action == "show":
             print(memory.global_text() or f"(no *.md files in {memory.memory_dir})")
         elif args.action == "notes":
-            print(json.dumps(memory.notes(), ensure_ascii=False, indent=2))
+            print(json.dumps(note_rows(memory.notes()), ensure_ascii=False, indent=2))
         elif args.action == "add":
             text = require_text(args.text, "memory add: the note")
             print(json.dumps({"id": memory.add_note(text, source="cli")}))
@@ -165,7 +173,7 @@ def memory_command(args: argparse.Namespace) -> int:
             print(json.dumps({"deleted": delete_note(memory, args.text)}))
         else:
             question = require_text(args.text, "memory select: the question")
-            print(json.dumps(memory.select(question), ensure_ascii=False, indent=2))
+            print(json.dumps(note_rows(memory.select(question)), ensure_ascii=False, indent=2))
         return 0
     finally:
         memory.close()

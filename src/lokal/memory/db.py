@@ -68,6 +68,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # AUTOINCREMENT: a deleted note's id is never given to a later note (a plain INTEGER
+        # PRIMARY KEY reuses the largest id once it is deleted)
+        "003_notes_never_reuse_ids",
+        """
+        CREATE TABLE notes_new (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL,
+            created REAL NOT NULL
+        );
+        INSERT INTO notes_new (id, text, source, created)
+            SELECT id, text, source, created FROM notes;
+        DROP TABLE notes;
+        ALTER TABLE notes_new RENAME TO notes;
+        """,
+    ),
 ]
 
 

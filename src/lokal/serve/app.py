@@ -236,8 +236,23 @@ def create_app(
             engines[key] = (_Reporting(inner), slots)
         return engines[key]
 
+    # profiles that cannot load here (a model folder or file that is not there, a backend's
+    # package not installed) are not listed, and a request for one is a 404 the SDKs do not
+    # retry; found cheaply now, without loading any model
+    unavailable: dict[str, str] = {}
+    if backend is None:
+        for name in list(names):
+            try:
+                reason = _unavailable(load(name))
+            except LokalError as exc:
+                reason = str(exc)
+            if reason is not None:
+                unavailable[name] = reason
+        names = [name for name in names if name not in unavailable]
+
     app = FastAPI(title="lokal serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.names = names
+    app.state.unavailable = unavailable
     app.state.engines = engines
     app.include_router(traces_router(traces_dir, api_key=api_key))  # /traces: docs/tracing.md
 
@@ -276,10 +291,16 @@ def create_app(
 
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
-        authorize(request)
+        # answered without the key, as llama.cpp's server and vLLM do (orchestrators probe
+        # it without credentials); the models and queues only to a request with the key
+        try:
+            authorize(request)
+        except wire.APIError:
+            return {"status": "ok"}
         return {
             "status": "ok",
             "models": names,
+            "unavailable": unavailable,
             "queues": [slots.state() for _, slots in engines.values()],
         }
 
@@ -297,7 +318,7 @@ def create_app(
     async def model(name: str, request: Request) -> dict[str, Any]:
         authorize(request)
         if name not in names:
-            raise wire.APIError(f"model {name!r} not found", status=404, param="model")
+            raise _model_not_found(name, names, unavailable)
         return {"id": name, "object": "model", "created": 0, "owned_by": "lokal"}
 
     @app.post("/v1/chat/completions")
@@ -308,11 +329,7 @@ def create_app(
         parsed = wire.parse_request(body)
         entry.update(model=parsed.model, stream=bool(parsed.stream))
         if parsed.model not in names:
-            raise wire.APIError(
-                f"model {parsed.model!r} is not served here; available: {', '.join(names)}",
-                param="model",
-                code="model_not_found",
-            )
+            raise _model_not_found(parsed.model, names, unavailable)
         try:
             chosen = load(parsed.model)
         except LokalError as exc:
@@ -321,9 +338,16 @@ def create_app(
         loop = asyncio.get_running_loop()
         try:
             engine, slots = await loop.run_in_executor(executor, engine_for, chosen)
-        except LokalError as exc:
+        except LokalError as exc:  # found only when loading: not retried, and not listed again
+            unavailable[parsed.model] = str(exc)
+            if parsed.model in names:
+                names.remove(parsed.model)
             raise wire.APIError(
-                f"model {parsed.model!r} cannot be loaded: {exc}", status=500, type="server_error"
+                f"model {parsed.model!r} cannot be loaded: {exc}",
+                status=500,
+                type="server_error",
+                code="model_not_loadable",
+                headers={"x-should-retry": "false"},
             ) from None
         waited = time.perf_counter()
         try:
@@ -398,6 +422,54 @@ def create_app(
 
     app.add_middleware(_LogRequests, log=logger)
     return app
+
+
+def _model_not_found(name: str, names: list[str], unavailable: dict[str, str]) -> wire.APIError:
+    """404 ``model_not_found`` in OpenAI's shape (the SDKs do not retry a 404): a profile
+    that is not served here, or one that cannot load on this machine (and why)."""
+    available = ", ".join(names) or "none"
+    if name in unavailable:
+        message = (
+            f"model {name!r} cannot be loaded here: {unavailable[name]}; available: {available}"
+        )
+    else:
+        message = f"model {name!r} is not served here; available: {available}"
+    return wire.APIError(
+        message,
+        status=404,
+        param="model",
+        code="model_not_found",
+        headers={"x-should-retry": "false"},
+    )
+
+
+def _unavailable(profile: Profile) -> str | None:
+    """Why ``profile`` cannot load on this machine, found without loading it; None when it
+    may (a remote server, the mock, a backend lokal cannot check, a model file that is
+    there)."""
+    from importlib.util import find_spec
+
+    from lokal.models import resolve_model_path
+
+    settings = profile.model
+    try:
+        if profile.backend == "llamacpp":
+            packages = ["llama_cpp"]
+            path = resolve_model_path(settings.model_path)
+        elif profile.backend == "transformers":
+            packages = ["torch", "transformers"]
+            path = resolve_model_path(settings.model_name_or_path, what="model_name_or_path")
+        else:
+            return None
+    except LokalError as exc:
+        return str(exc)
+    missing = [name for name in packages if find_spec(name) is None]
+    if missing:
+        return f"the {profile.backend} backend needs {', '.join(missing)}, not installed"
+    if not Path(path).exists():
+        what = "file" if profile.backend == "llamacpp" else "directory"
+        return f"model {what} {path!r} not found"
+    return None
 
 
 def _no_reply(decision: Decision, profile: Profile) -> wire.APIError:

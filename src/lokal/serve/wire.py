@@ -340,14 +340,18 @@ def _response_format(request: ChatRequest) -> dict[str, Any] | None:
             "response_format.json_schema: required when type is json_schema",
             param="response_format.json_schema",
         )
-    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
+    from lokal.tools.schema import check_json_schema, check_local_refs
+
+    param = "response_format.json_schema.schema"
     try:
-        Draft202012Validator.check_schema(form.json_schema.schema_)
+        check_json_schema(form.json_schema.schema_)
+        check_local_refs(form.json_schema.schema_, param)
     except SchemaError as exc:
-        param = "response_format.json_schema.schema"
         raise APIError(f"{param}: not a JSON Schema: {exc.message}", param=param) from None
+    except ConfigError as exc:
+        raise APIError(str(exc), param=param) from None
     return {"type": "json_schema", "json_schema": {"schema": form.json_schema.schema_}}
 
 

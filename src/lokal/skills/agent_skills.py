@@ -28,6 +28,7 @@ from typing import Any
 
 from lokal.errors import ConfigError
 from lokal.skills.sandbox import run_sandboxed
+from lokal.skills.workspace import Workspace
 from lokal.tools.registry import Tool, tool
 
 __all__ = ["Skill", "SkillError", "SkillLibrary", "parse_skill_file", "skill_tools"]
@@ -218,13 +219,14 @@ def _match_file(skill: Skill, wanted: str) -> str | None:
 
 def skill_tools(
     library: SkillLibrary,
-    workspace: str | os.PathLike[str] | None = None,
+    workspace: str | os.PathLike[str] | Workspace | None = None,
     sandbox_defaults: dict[str, Any] | None = None,
 ) -> list[Tool]:
     """The ``read_skill`` and ``code_execution`` tools for ``library``.
 
     ``sandbox_defaults`` are keyword arguments for ``run_sandboxed`` (timeout, memory_mb…);
-    ``workspace`` is shown read-only at ``./workspace`` inside the sandbox.
+    ``workspace`` (a folder or a ``Workspace``, whose ``allow_hard_links`` the sandbox
+    follows) is shown read-only at ``./workspace`` inside the sandbox.
     """
     defaults = dict(sandbox_defaults or {})
     sandbox_timeout = float(defaults.get("timeout", 10))

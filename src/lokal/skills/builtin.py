@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Interval
 
-from lokal.skills.workspace import Workspace
+from lokal.skills.workspace import Workspace, WorkspaceError
 from lokal.tools.registry import Tool, ToolRegistry, tool
 
 __all__ = [
@@ -336,14 +336,14 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
         if max_chars < 1:
             raise ValueError("max_chars must be at least 1")
         target = ws.resolve(path, kind="file")
-        if _is_binary(target):
+        with ws.open_file(path) as handle:  # the file checked is the file read
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(min(size, MAX_READ_BYTES))
+        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
             raise ValueError(
                 f"'{path}' is a binary file; file_reader reads text files only "
                 "(use table_analyzer for .xlsx/.csv tables)"
             )
-        size = target.stat().st_size
-        with target.open("rb") as handle:
-            data = handle.read(min(size, MAX_READ_BYTES))
         text = data.decode("utf-8", errors="replace")
         whole = size <= MAX_READ_BYTES
         content = text[:max_chars]
@@ -362,7 +362,8 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
         """Search the workspace for files whose name or text contains a query (find files;
         搜索、查找文件).
 
-        The match is case-insensitive.
+        The match is case-insensitive. Files with more than one hard link are skipped (they
+        may be files from outside the workspace) and counted in ``hard_links_skipped``.
 
         Args:
             query: The text to look for.
@@ -376,7 +377,7 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
             raise ValueError("max_results must be at least 1")
         base = ws.resolve(root_dir, kind="dir")
         results: list[dict[str, Any]] = []
-        matched = scanned = 0
+        matched = scanned = hard_links = 0
         for current, dirs, files in os.walk(base):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
             for name in sorted(files):
@@ -385,14 +386,22 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
                 path = Path(current) / name
                 if not ws.contains(path) or not path.is_file():
                     continue  # a symlink pointing out of the workspace
-                hit = _search_file(path, name, needle)
+                try:
+                    if ws.hard_link_problem(path.stat(), name) is not None:
+                        hard_links += 1
+                        continue  # may be a file from outside the workspace
+                    handle = ws.open_file(path)
+                except (OSError, WorkspaceError):
+                    continue  # changed since the walk
+                with handle:
+                    hit = _search_file(handle, name, needle)
                 scanned += 1
                 if hit is None:
                     continue
                 matched += 1
                 if len(results) < max_results:
                     results.append({"path": ws.relative(path), **hit})
-        return {
+        out = {
             "query": query,
             "root_dir": ws.relative(base),
             "results": results,
@@ -400,6 +409,9 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
             "files_scanned": scanned,
             "truncated": matched > len(results),
         }
+        if hard_links:
+            out["hard_links_skipped"] = hard_links
+        return out
 
     @tool
     def calculator(expression: str) -> dict[str, Any]:
@@ -478,20 +490,26 @@ def register_builtin_tools(
     return names
 
 
-def _search_file(path: Path, name: str, needle: str) -> dict[str, Any] | None:
-    """The match of one file: by name and/or by the first matching line of text."""
+def _search_file(handle: Any, name: str, needle: str) -> dict[str, Any] | None:
+    """The match of one file (open, binary): by name and/or by the first matching line."""
+    import io
+
     name_match = needle in name.casefold()
     line_no: int | None = None
     snippet: str | None = None
     count = 0
     try:
-        if path.stat().st_size <= MAX_SEARCH_FILE_BYTES and not _is_binary(path):
-            with path.open(encoding="utf-8", errors="replace") as handle:
-                for number, line in enumerate(handle, start=1):
+        if os.fstat(handle.fileno()).st_size <= MAX_SEARCH_FILE_BYTES:
+            head = handle.read(BINARY_SNIFF_BYTES)
+            if b"\x00" not in head:
+                handle.seek(0)
+                text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
+                for number, line in enumerate(text, start=1):
                     if needle in line.casefold():
                         count += 1
                         if line_no is None:
                             line_no, snippet = number, line.strip()[:200]
+                text.detach()
     except OSError:
         return None
     if not name_match and not count:
@@ -511,19 +529,20 @@ def _records(frame: Any) -> list[dict[str, Any]]:
 def _load_table(ws: Workspace, path: str) -> Any:
     pd = _require("pandas", "pandas")
     target = ws.resolve(path, kind="file")
-    if target.stat().st_size > MAX_TABLE_BYTES:
-        raise ValueError(f"'{path}' is larger than {MAX_TABLE_BYTES // (1024 * 1024)} MB")
     suffix = target.suffix.lower()
-    if suffix == ".csv":
-        return pd.read_csv(target, encoding_errors="replace")
-    if suffix == ".txt":
-        return pd.read_csv(target, sep=None, engine="python", encoding_errors="replace")
-    if suffix in {".tsv", ".tab"}:
-        return pd.read_csv(target, sep="\t", encoding_errors="replace")
-    if suffix in {".xlsx", ".xlsm"}:
+    if suffix not in {".csv", ".txt", ".tsv", ".tab", ".xlsx", ".xlsm"}:
+        raise ValueError(f"unsupported table type '{suffix}'; use .csv, .tsv or .xlsx")
+    with ws.open_file(path) as handle:  # the file checked is the file read
+        if os.fstat(handle.fileno()).st_size > MAX_TABLE_BYTES:
+            raise ValueError(f"'{path}' is larger than {MAX_TABLE_BYTES // (1024 * 1024)} MB")
+        if suffix == ".csv":
+            return pd.read_csv(handle, encoding_errors="replace")
+        if suffix == ".txt":
+            return pd.read_csv(handle, sep=None, engine="python", encoding_errors="replace")
+        if suffix in {".tsv", ".tab"}:
+            return pd.read_csv(handle, sep="\t", encoding_errors="replace")
         _require("openpyxl", "openpyxl")
-        return pd.read_excel(target, engine="openpyxl")
-    raise ValueError(f"unsupported table type '{suffix}'; use .csv, .tsv or .xlsx")
+        return pd.read_excel(handle, engine="openpyxl")
 
 
 def _column(frame: Any, name: str | None, role: str) -> str:

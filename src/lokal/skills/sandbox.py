@@ -2,7 +2,8 @@
 
 ``run_sandboxed(code)`` or ``run_sandboxed(command=["python", "scripts/x.py", ...])`` runs the
 code in a fresh temporary directory (a copy of ``files_from``, plus the workspace read-only at
-``./workspace``) and returns a ``SandboxResult``. docs/sandbox.md states exactly what each mode
+``./workspace``: a copy without files that have more than one hard link, unless
+``allow_hard_links``) and returns a ``SandboxResult``. docs/sandbox.md states exactly what each mode
 isolates:
 
 * ``bwrap`` (bubblewrap works here): new mount, network, PID, IPC and UTS namespaces; only /usr,
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lokal.errors import ConfigError
+from lokal.skills.workspace import Workspace
 
 __all__ = ["SandboxResult", "run_sandboxed", "sandbox_capabilities", "sandbox_main"]
 
@@ -156,16 +158,50 @@ def sandbox_capabilities() -> dict[str, Any]:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _copy_tree(source: Path, target: Path, *, max_bytes: int | None = None) -> None:
-    """Copy ``source`` into ``target``, skipping caches and symlinks that leave ``source``."""
+def _copy_single_link(source: Path, src: str, dst: str) -> str | None:
+    """Copy the regular file ``src`` to ``dst`` when the file opened has one link and lies in
+    ``source``; else copy nothing and say why (``"hard link"``, ``"other"``). Checked on the
+    open file, so a file swapped after the walk is never copied."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block the copy
+    try:
+        fd = os.open(src, flags)
+    except OSError:
+        return "other"
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "other"
+        if info.st_nlink != 1:
+            return "hard link"
+        opened = f"/proc/self/fd/{fd}"
+        if os.path.exists(opened) and not Path(os.readlink(opened)).is_relative_to(source):
+            return "other"
+        os.set_blocking(fd, True)
+        with open(dst, "wb") as out:
+            shutil.copyfileobj(handle, out)
+    shutil.copystat(src, dst)
+    return None
+
+
+def _copy_tree(
+    source: Path, target: Path, *, max_bytes: int | None = None, single_link: bool = False
+) -> int:
+    """Copy ``source`` into ``target``, skipping caches and symlinks that leave ``source``;
+    with ``single_link``, files with more than one hard link are left out too (they may be
+    files from outside ``source``). Returns how many such files were left out."""
     source = source.resolve()
     if source.is_file():
         shutil.copy2(source, target / source.name)
-        return
+        return 0
     total = 0
+    left_out = 0
+
+    def copy(src: str, dst: str) -> None:
+        nonlocal left_out
+        left_out += _copy_single_link(source, src, dst) == "hard link"
 
     def ignore(directory: str, names: list[str]) -> list[str]:
-        nonlocal total
+        nonlocal total, left_out
         skipped = []
         for name in names:
             path = Path(directory) / name
@@ -173,6 +209,9 @@ def _copy_tree(source: Path, target: Path, *, max_bytes: int | None = None) -> N
                 path.is_symlink() and not path.resolve().is_relative_to(source)
             ):
                 skipped.append(name)
+            elif single_link and path.is_file() and path.stat().st_nlink > 1:
+                skipped.append(name)
+                left_out += 1
             elif path.is_file():
                 total += path.stat().st_size
         if max_bytes is not None and total > max_bytes:
@@ -182,7 +221,15 @@ def _copy_tree(source: Path, target: Path, *, max_bytes: int | None = None) -> N
             )
         return skipped
 
-    shutil.copytree(source, target, ignore=ignore, dirs_exist_ok=True, symlinks=False)
+    shutil.copytree(
+        source,
+        target,
+        ignore=ignore,
+        dirs_exist_ok=True,
+        symlinks=False,
+        copy_function=copy if single_link else shutil.copy2,
+    )
+    return left_out
 
 
 def _chown_tree(root: Path, uid: int, gid: int, skip: Path | None = None) -> None:
@@ -302,7 +349,7 @@ def run_sandboxed(
     *,
     command: list[str] | None = None,
     files_from: Path | str | None = None,
-    workspace: Path | str | None = None,
+    workspace: Path | str | Workspace | None = None,
     timeout: float = 10,
     memory_mb: int = 512,
     cpu_seconds: int | None = None,
@@ -311,14 +358,18 @@ def run_sandboxed(
     max_output_bytes: int = 64_000,
     mode: Mode = "auto",
     audit_hook: bool = True,
+    allow_hard_links: bool = False,
 ) -> SandboxResult:
     """Run Python ``code`` or a ``command`` in the sandbox; see the module docstring.
 
     ``files_from`` (a skill folder or file) is copied into the fresh working directory;
-    ``workspace`` appears read-only at ``./workspace``. ``cpu_seconds`` defaults to the
-    timeout rounded up plus one. ``mode`` picks the isolation (``auto``: bwrap when it works
-    here, else process); ``audit_hook=False`` leaves out the Python audit hook (tests use it
-    to check the kernel layers alone).
+    ``workspace`` (a folder or a ``Workspace``) appears read-only at ``./workspace``: a copy
+    without the files that have more than one hard link (they may be files from outside it),
+    unless ``allow_hard_links`` (or the ``Workspace``'s own setting) allows them, when it is
+    bind-mounted where bwrap can. ``cpu_seconds`` defaults to the timeout rounded up plus
+    one. ``mode`` picks the isolation (``auto``: bwrap when it works here, else process);
+    ``audit_hook=False`` leaves out the Python audit hook (tests use it to check the kernel
+    layers alone).
     """
     if (code is None) == (command is None):
         raise ConfigError("give exactly one of code or command")
@@ -358,17 +409,31 @@ def run_sandboxed(
         ws_mount: str | None = None
         ws_path = work / "workspace"
         if workspace is not None:
+            if isinstance(workspace, Workspace):
+                allow_hard_links = allow_hard_links or workspace.allow_hard_links
+                workspace = workspace.root
             source = Path(workspace).resolve()
             if not source.is_dir():
                 raise ConfigError(f"workspace {str(workspace)!r} is not a directory")
+            Workspace(source)  # refuses / and a folder holding lokal's home
             world = source.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH) == 0o5
-            if chosen == "bwrap" and (world or drop is None):
+            if chosen == "bwrap" and allow_hard_links and (world or drop is None):
                 ws_path.mkdir(exist_ok=True)
                 ws_mount = "read-only bind mount at ./workspace"
             else:
-                _copy_tree(source, ws_path, max_bytes=MAX_WORKSPACE_COPY_BYTES)
+                left_out = _copy_tree(
+                    source,
+                    ws_path,
+                    max_bytes=MAX_WORKSPACE_COPY_BYTES,
+                    single_link=not allow_hard_links,
+                )
                 _make_read_only(ws_path)
                 ws_mount = "read-only copy at ./workspace"
+                if left_out:
+                    notes.append(
+                        f"{left_out} file(s) with more than one hard link left out of "
+                        "./workspace (they may be files from outside it)"
+                    )
         config: dict[str, Any] = {
             "cwd": workdir,
             "drop": drop if chosen == "bwrap" else None,

@@ -12,6 +12,15 @@ Accepted forms, all turned into ``ToolSpec`` by ``tool_specs``:
 The parameters schema is checked against JSON Schema 2020-12 when the spec is made, so a bad
 schema is a ``ConfigError`` before any model runs. Grammars, prompts, the parser, the planner and
 the registry all take ``ToolSpec``s and never convert a tool again.
+
+**References stay inside the schema.** A schema comes from a client, a model or an MCP server,
+so nothing in it may make lokal open a URL or a file: a ``$ref`` (or ``$dynamicRef``) must be a
+fragment of the schema itself (``#/$defs/...``, ``#/definitions/...``, ``#anchor``) that points
+to something, and a nested ``$id`` (which would change what a reference means) is refused; any
+other reference (``http:``, ``https:``, ``file:``, a relative URI) is a ``ConfigError`` naming
+the tool (``check_local_refs``). Every validator lokal makes (``schema_validator``,
+``check_json_schema``) uses ``SCHEMA_REGISTRY``: empty, with a retrieve function that refuses,
+so even a reference that slipped past the check is never fetched.
 """
 
 from __future__ import annotations
@@ -24,18 +33,107 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, best_match
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from lokal.errors import ConfigError
 
 __all__ = [
+    "SCHEMA_REGISTRY",
     "ToolSpec",
+    "check_json_schema",
+    "check_local_refs",
     "describe_validation_error",
     "json_schema_type",
     "openai_tools",
+    "schema_validator",
     "tool_spec",
     "tool_specs",
 ]
+
+# --- references: never fetched ---------------------------------------------------------------
+
+
+def _refuse_retrieval(uri: str) -> Any:
+    """The retrieve function of SCHEMA_REGISTRY: lokal never fetches a schema."""
+    raise NoSuchResource(ref=uri)
+
+
+# The one registry of every validator lokal makes: no resources (jsonschema adds the bundled
+# meta-schemas itself), and a retrieve function that refuses any URI.
+SCHEMA_REGISTRY: Registry = Registry(retrieve=_refuse_retrieval)
+
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+_VALUE_KEYWORDS = ("enum", "const", "default", "examples")  # values, never schemas
+_NAMED_SCHEMAS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def schema_validator(schema: Any) -> Draft202012Validator:
+    """A 2020-12 validator for ``schema`` that resolves references only inside it."""
+    return Draft202012Validator(schema, registry=SCHEMA_REGISTRY)
+
+
+def check_json_schema(schema: Any) -> None:
+    """``Draft202012Validator.check_schema``, with lokal's registry; raise SchemaError."""
+    meta = Draft202012Validator(
+        Draft202012Validator.META_SCHEMA,
+        registry=SCHEMA_REGISTRY,
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    )
+    error = best_match(meta.iter_errors(schema))
+    if error is not None:
+        raise SchemaError.create_from(error)
+
+
+def check_local_refs(schema: Any, where: str) -> None:
+    """Raise ConfigError (starting with ``where``) unless every reference in ``schema`` is a
+    fragment of ``schema`` that resolves in it, and no subschema declares its own ``$id``."""
+    found: list[tuple[str, str]] = []
+
+    def walk(node: Any, path: str, root: bool) -> None:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                walk(item, f"{path}/{index}", False)
+            return
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            if key in _VALUE_KEYWORDS:
+                continue
+            if key in _REF_KEYWORDS and isinstance(value, str):
+                if not value.startswith("#"):
+                    raise ConfigError(
+                        f"{where}: {key} {value!r} at {path or '(root)'} refers outside the "
+                        "schema; only references inside it (#/$defs/...) are allowed, and "
+                        "lokal never fetches a schema"
+                    )
+                found.append((key, value))
+            elif key == "$id" and not root:
+                raise ConfigError(
+                    f"{where}: a subschema at {path} declares its own $id {value!r}; "
+                    "only references inside the schema (#/$defs/...) are allowed"
+                )
+            elif key in _NAMED_SCHEMAS and isinstance(value, dict):
+                for name, item in value.items():
+                    walk(item, f"{path}/{key}/{name}", False)
+            else:
+                walk(value, f"{path}/{key}", False)
+
+    walk(schema, "", True)
+    if not found or not isinstance(schema, dict):
+        return
+    resolver = SCHEMA_REGISTRY.resolver_with_root(DRAFT202012.create_resource(schema))
+    for key, ref in found:
+        if key == "$ref":
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                raise ConfigError(
+                    f"{where}: $ref {ref!r} points to nothing in the schema"
+                ) from None
+
 
 # BFCL and hand-written schemas use Python-ish type names; JSON Schema has its own.
 _TYPE_ALIASES: dict[str, str | None] = {
@@ -176,18 +274,19 @@ class ToolSpec:
                 f"got {parameters['type']!r}"
             )
         try:
-            Draft202012Validator.check_schema(parameters)
+            check_json_schema(parameters)
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
             raise ConfigError(
                 f"tool {self.name!r}: parameters is not a valid JSON Schema at {where}: "
                 f"{exc.message}"
             ) from None
+        check_local_refs(parameters, f"tool {self.name!r}")
         self.parameters = parameters
 
     @functools.cached_property
     def _validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.parameters)
+        return schema_validator(self.parameters)
 
     @property
     def properties(self) -> dict[str, Any]:

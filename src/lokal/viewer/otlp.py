@@ -145,7 +145,9 @@ def trace_to_otlp(
     if start is None:
         raise LokalError("the trace has no run_start event: not a run of lokal")
     final = next((e for e in events if e.get("type") == "final"), None)
-    model = next((e.get("model") for e in events if e.get("type") == "model_load"), None)
+    loads = [e for e in events if e.get("type") == "model_load"]
+    # the chat model's load (not the embeddings': those have a component)
+    model = next((e.get("model") for e in loads if not e.get("component")), None)
     model = model or start.get("profile") or "unknown"
     ids = _Ids(f"{start.get('time')} {start.get('question')}")
     root_id = ids.span("run")

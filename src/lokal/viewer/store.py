@@ -2,7 +2,9 @@
 shows of them, and a reader that follows a trace still being written.
 
 A stored trace is ``$LOKAL_HOME/traces/YYYYMMDD-HHMMSS-xxxxxx.jsonl``: the local time the run
-started and six hex digits, so that names sort by time and two runs of one second differ.
+started and six hex digits, so that names sort by time and two runs of one second differ. A
+run written elsewhere (``lokal run --trace FILE``) is kept as a symbolic link of that name
+to FILE (``link_trace``), so that it is listed too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from lokal.trace import TraceError, TraceReader
 __all__ = [
     "TRACE_NAME",
     "TraceFollower",
+    "copy_trace_link",
+    "link_trace",
     "list_traces",
     "load_events",
     "new_trace_path",
@@ -39,16 +43,47 @@ def new_trace_path(directory: Path | None = None, now: float | None = None) -> P
     return (directory or traces_dir()) / f"{stamp}-{secrets.token_hex(3)}.jsonl"
 
 
+def link_trace(path: str | Path, directory: Path | None = None) -> Path | None:
+    """Keep a trace written elsewhere (``lokal run --trace FILE``) in the stored runs: a
+    symbolic link ``directory/NAME.jsonl`` (default ``$LOKAL_HOME/traces``) to the file, so
+    that ``lokal traces list`` and ``/traces`` show it while the file stays where it was
+    asked for. None when ``path`` is already in ``directory``; where links cannot be made
+    (Windows without the privilege) the link is a copy, made by ``copy_trace_link``."""
+    target = Path(path).expanduser().resolve()
+    folder = directory or traces_dir()
+    if target.parent == folder.expanduser().resolve() and TRACE_NAME.match(target.name):
+        return None
+    link = new_trace_path(folder)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        link.symlink_to(target)
+    except OSError:
+        return link  # not made: copy_trace_link copies the file there once it is complete
+    return link
+
+
+def copy_trace_link(link: Path | None, path: str | Path) -> None:
+    """After the run: where ``link_trace`` could make no link, a copy of the trace."""
+    if link is None or link.is_symlink() or link.exists():
+        return
+    import contextlib
+    import shutil
+
+    with contextlib.suppress(OSError):  # the link is a convenience: the trace is written
+        shutil.copyfile(Path(path).expanduser(), link)
+
+
 def trace_file(name: str, directory: Path | None = None) -> Path | None:
     """The stored trace called ``name`` (a bare file name), or None: no such trace, or a name
-    that is not a trace's (no folders, no ``..``)."""
+    that is not a trace's (no folders, no ``..``). A stored trace may be a link to a trace
+    written elsewhere (``link_trace``)."""
     if not TRACE_NAME.match(name):
         return None
     folder = (directory or traces_dir()).resolve()
-    path = (folder / name).resolve()
+    path = folder / name
     if path.parent != folder or not path.is_file():
         return None
-    return path
+    return path.resolve()
 
 
 class TraceFollower:
@@ -137,7 +172,7 @@ def summarize(path: str | Path) -> dict[str, Any]:
     usage = (final or {}).get("usage") or {}
     return {
         "name": path.name,
-        "file": str(path),
+        "file": str(path.resolve() if path.is_symlink() else path),  # a link: the trace
         "question": (first or {}).get("question", ""),
         "profile": (first or {}).get("profile", ""),
         "started": started,

@@ -78,7 +78,7 @@
         step = newStep("start", "start", ev);
         break;
       case "model_load":
-        S.model = ev.model;
+        if (!ev.component) S.model = ev.model;  // not the embeddings of tool preselection
         step = newStep("model", "model", ev);
         step.start = t - (ev.duration_s || 0);
         break;

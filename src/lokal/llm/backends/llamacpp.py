@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import contextlib
 import json
 import os
 import re
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,48 @@ def _import_llama() -> Any:
     return llama_cpp
 
 
+def _load_llama(llama_cpp: Any, path: str, settings: Any, profile: Profile) -> Any:
+    return llama_cpp.Llama(
+        model_path=path,
+        n_ctx=settings.n_ctx,
+        n_threads=settings.n_threads or max(1, os.cpu_count() or 1),
+        n_batch=settings.n_batch,
+        seed=profile.generation.seed,
+        verbose=False,
+    )
+
+
+def _amx_cpu() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return "amx_int8" in handle.read().split()
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _without_amx_repacking(llama_cpp: Any) -> Iterator[None]:
+    """On CPUs with AMX, llama.cpp repacks the weights into an AMX buffer whose first decode
+    crashes (SIGSEGV in ggml_backend_amx_mul_mat; ggml-org/llama.cpp#20824): there the model
+    is loaded without extra buffer types (``use_extra_bufts``). Elsewhere nothing changes."""
+    low = llama_cpp.llama_cpp
+    default = low.llama_model_default_params
+    if not _amx_cpu() or "use_extra_bufts" not in dict(default()._fields_):
+        yield
+        return
+
+    def params() -> Any:
+        values = default()
+        values.use_extra_bufts = False
+        return values
+
+    low.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = default
+
+
 class LlamaCppBackend:
     """One loaded GGUF model; thread-safe (one generation at a time)."""
 
@@ -58,14 +102,8 @@ class LlamaCppBackend:
             raise ConfigError(f"profile {profile.name!r}: model file {path!r} not found")
         self._llama_cpp = llama_cpp
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=path,
-                n_ctx=settings.n_ctx,
-                n_threads=settings.n_threads or max(1, os.cpu_count() or 1),
-                n_batch=settings.n_batch,
-                seed=profile.generation.seed,
-                verbose=False,
-            )
+            with _without_amx_repacking(llama_cpp):
+                self.llm = _load_llama(llama_cpp, path, settings, profile)
         except (ValueError, RuntimeError) as exc:
             raise ConfigError(f"profile {profile.name!r}: could not load {path}: {exc}") from exc
         self.model_path = path
@@ -309,10 +347,15 @@ class LlamaCppBackend:
         """Logits after each of ``tokens`` placed at ``position`` (the cache is not kept)."""
         llm = self.llm
         llm._ctx.kv_cache_seq_rm(-1, position, -1)
-        llm._batch.set_batch(batch=tokens, n_past=position, logits_all=True)
-        llm._ctx.decode(llm._batch)
-        rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(tokens), llm.n_vocab()))
-        return rows.copy()
+        rows = []
+        step = max(1, llm.n_batch)  # a llama.cpp batch holds n_batch tokens at most
+        for start in range(0, len(tokens), step):
+            chunk = tokens[start : start + step]
+            llm._batch.set_batch(batch=chunk, n_past=position + start, logits_all=True)
+            llm._ctx.decode(llm._batch)
+            shape = (len(chunk), llm.n_vocab())
+            rows.append(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=shape).copy())
+        return np.concatenate(rows)
 
 
 # a prefill that read fewer new tokens than this is not worth a saved state
