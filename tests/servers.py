@@ -87,9 +87,10 @@ def llama_cpp_server(model_path: str, log: Path) -> Iterator[str]:
 
 
 class AppServer:
-    """An ASGI app on loopback: uvicorn in a daemon thread on a free port, ``base`` its URL."""
+    """An ASGI app on loopback: uvicorn in a daemon thread on a free port, ``base`` its URL;
+    ``lifespan="on"`` runs the app's startup (as ``lokal serve`` does) before it serves."""
 
-    def __init__(self, app: object) -> None:
+    def __init__(self, app: object, lifespan: str = "off") -> None:
         import threading
 
         import uvicorn
@@ -100,7 +101,7 @@ class AppServer:
         self.app = app
         self.port = sock.getsockname()[1]
         self.base = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
         self.thread.daemon = True

@@ -48,14 +48,18 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1
 # The epilog of `lokal --help` and of every subcommand's --help; the README repeats it.
 EXIT_CODES = """exit codes: the same for every lokal command
   0    done: an answer written by the model (also the forced final answer after a guard
-       such as max_iterations or a repeated call), or the command's output
-  1    stopped without an answer: the model gave no usable reply even without tools, the
-       time budget ran out first (the output lists the tool results in hand), `rag ask`
-       found nothing in the documents to answer from, or (`sandbox`) the script failed
+       such as max_iterations or a repeated call), the passage lokal extracted from a tool
+       result or document when the model's replies failed the answer checks, or the
+       command's output
+  1    stopped without an answer: the model gave no usable reply even without tools and
+       there was nothing to extract, the time budget ran out first (the output lists the
+       tool results in hand), `rag ask` found nothing in the documents to answer from, or
+       (`sandbox`) the script failed
   2    bad input or configuration, reported in one line before any model is loaded: an
        empty question, a missing file or folder, an unknown profile, a bad option value,
        a conversation or note that does not exist
-  130  interrupted (Ctrl-C); the trace written so far is kept
+  130  interrupted (Ctrl-C); the trace written so far is kept (`run`: and the run, stored
+       as interrupted with its steps so far)
   141  the reader of the output went away (`lokal ... | head`): lokal stops quietly"""
 
 

@@ -127,13 +127,12 @@ def check_rag_inputs(args: argparse.Namespace) -> None:
 
 
 def rag_exit_code(record: dict) -> int:
-    """0 when the model answered from the documents, 1 when ``rag ask`` could not answer:
-    no passages, an unusable reply, or a reply that the documents do not hold the answer."""
-    answered = (
-        record.get("status") == "success"
-        and bool((record.get("raw_answer") or "").strip())
-        and bool(record.get("citations"))
-    )
+    """0 when the answer comes from the documents (the model's, or the passage lokal
+    extracted when the model did not answer from relevant passages), with a citation; 1 when
+    ``rag ask`` could not answer: no passages, an unusable reply, an unsupported one. The
+    record's ``status`` says the same (``success``, ``extracted``; else ``no_context``,
+    ``not_found``, ``unsupported``)."""
+    answered = record.get("status") in ("success", "extracted") and bool(record.get("citations"))
     return EXIT_ANSWERED if answered else EXIT_NO_ANSWER
 
 

@@ -32,18 +32,89 @@ DEFAULT_SYSTEM = (
 
 def exit_code(result: Any) -> int:
     """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES in lokal.cli_common)."""
-    return EXIT_ANSWERED if result.answered else EXIT_NO_ANSWER
+    return EXIT_ANSWERED if getattr(result, "trusted", result.answered) else EXIT_NO_ANSWER
+
+
+# ``lokal run -`` reads the question from standard input; a question is refused when its
+# estimated tokens (UTF-8 bytes / 4) exceed the profile's input budget (context_budget)
+STDIN = "-"
+BYTES_PER_TOKEN = 4
+
+
+def context_budget(profile: Any) -> int | None:
+    """The tokens of input the profile's model takes, as far as the profile says without
+    loading it: ``max_input_tokens`` when set, else (llama.cpp, and the mock, which stands in
+    for it) ``n_ctx`` minus the tokens it may generate; else None (a transformers model or
+    an OpenAI-compatible server without max_input_tokens: its context is its own)."""
+    model = profile.model
+    if model.max_input_tokens is not None:
+        return model.max_input_tokens
+    if profile.backend not in ("llamacpp", "mock"):
+        return None
+    return max(1, model.n_ctx - profile.generation.max_new_tokens)
+
+
+def read_question(args: argparse.Namespace, profile: Any) -> str:
+    """The question: the argument, or with ``-`` standard input (UTF-8). A ConfigError when
+    it holds NUL characters (they are refused, not stripped: text with NULs is most likely a
+    binary file given by mistake) or when it is clearly more than the model's context
+    (``context_budget``); standard input is read only up to that size."""
+    budget = context_budget(profile)
+    limit = None if budget is None else budget * BYTES_PER_TOKEN
+    if args.question == STDIN:
+        import sys
+
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise ConfigError("the question is '-' but there is no standard input to read")
+        data = stream.read() if limit is None else stream.read(limit + 1)
+        if limit is not None and len(data) > limit:
+            raise _too_long("standard input", f"more than {limit:,}", limit + 1, budget, profile)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"standard input is not UTF-8 text (byte {exc.start}); give the question as text"
+            ) from None
+        where = "standard input"
+    else:
+        text, where = args.question, "the question"
+    if "\x00" in text:
+        raise ConfigError(
+            f"{where} contains a NUL character (at character {text.index(chr(0))}); NUL is "
+            "refused, not stripped: is it a binary file?"
+        )
+    size = len(text.encode("utf-8"))
+    if limit is not None and budget is not None and size > limit:
+        raise _too_long(where, f"{size:,}", size, budget, profile)
+    return require_text(text, "the question")
+
+
+def _too_long(where: str, shown: str, size: int, budget: int, profile: Any) -> ConfigError:
+    return ConfigError(
+        f"{where} is too long for the context of profile {profile.name!r}: {shown} bytes, "
+        f"about {size // BYTES_PER_TOKEN:,} tokens or more, and its model takes at most "
+        f"{budget:,} tokens of input (n_ctx minus max_new_tokens, or max_input_tokens); "
+        "shorten it or use a profile with a larger context"
+    )
 
 
 def check_run_inputs(args: argparse.Namespace) -> None:
-    """The checks of ``lokal run``'s input, before anything is loaded: a ConfigError (exit 2,
-    one line) for an empty question, a workspace or skills folder that is not a folder, a
-    time budget or max_iterations that leaves no room for a step, a trace file that cannot
-    be written (a missing folder for it is made, as for every output option). An empty
+    """The checks of ``lokal run``'s input, before anything is loaded or stored: a
+    ConfigError (exit 2, one line) for an unknown profile or backend, an empty question, one
+    with NUL characters or too long for the model's context, a workspace or skills folder
+    that is not a folder (or holds a malformed SKILL.md), a memory folder or document index
+    that does not exist, a blank conversation name, a time budget or max_iterations that
+    leaves no room for a step, a trace file that cannot be written (a missing folder for it
+    is made, as for every output option), an MCP servers file that cannot be used. An empty
     question would otherwise run, and a small model answers it by echoing its system
-    prompt, global memory included."""
-    args.question = require_text(args.question, "the question")
-    for option in ("workspace", "skills"):
+    prompt, global memory included. The conversation store is opened only after these."""
+    profile = profile_from_args(args)
+    from lokal.llm.backends import check_backend
+
+    check_backend(profile)
+    args.question = read_question(args, profile)
+    for option in ("workspace", "skills", "memory_dir"):
         value = getattr(args, option, None)
         if value is not None and not Path(value).expanduser().is_dir():
             what = "does not exist" if not Path(value).expanduser().exists() else "is a file"
@@ -52,6 +123,17 @@ def check_run_inputs(args: argparse.Namespace) -> None:
         from lokal.skills.workspace import Workspace
 
         Workspace(args.workspace)  # refuses / and a folder that holds lokal's home
+    if getattr(args, "skills", None) is not None:
+        from lokal.skills.agent_skills import SkillLibrary
+
+        args.skill_library = SkillLibrary(args.skills)
+        args.skill_library.list()  # a malformed SKILL.md: SkillError
+    store_path = getattr(args, "store_path", None)
+    sqlite_index = store_path is not None and getattr(args, "store", None) != "chroma"
+    if sqlite_index and not Path(store_path).expanduser().is_file():
+        raise ConfigError(f"--store_path {store_path!r}: no document index there")
+    if getattr(args, "conversation", None) is not None:
+        args.conversation = require_text(args.conversation, "the conversation name")
     budget = getattr(args, "time_budget", None)
     if budget is not None and not budget > 0:  # also NaN
         raise ConfigError(f"--time_budget must be more than 0 seconds, got {budget}")
@@ -66,13 +148,22 @@ def check_run_inputs(args: argparse.Namespace) -> None:
         from lokal.mcp.config import load_mcp_config
 
         load_mcp_config(args.mcp)
-    profile_from_args(args)
 
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("question", help="what to ask the agent")
+    parser.add_argument(
+        "question", help="what to ask the agent; - reads it from standard input (UTF-8)"
+    )
     add_model_arguments(parser)
     parser.add_argument("--workspace", default=".", help="folder the file tools may use")
+    parser.add_argument(
+        "--allow-hard-links",
+        "--allow_hard_links",
+        dest="allow_hard_links",
+        action="store_true",
+        help="let the tools read workspace files that have more than one hard link (refused "
+        "by default: such a file may also be a file outside the workspace)",
+    )
     parser.add_argument("--skills", default=None, help="folder of Agent Skills (SKILL.md)")
     parser.add_argument(
         "--max_iterations",
@@ -123,13 +214,13 @@ def build_agent(args: argparse.Namespace, resources: contextlib.ExitStack | None
     profile = profile_from_args(args)
     if not getattr(args, "quiet", False):  # --quiet: nothing on stderr but errors
         announce(profile)
-    workspace = Workspace(args.workspace)
+    workspace = Workspace(args.workspace, allow_hard_links=getattr(args, "allow_hard_links", False))
     registry = ToolRegistry()
     register_builtin_tools(registry, workspace)
     system = DEFAULT_SYSTEM
     if args.skills:
-        library = SkillLibrary(args.skills)
-        for item in skill_tools(library, workspace=workspace.root):
+        library = vars(args).get("skill_library") or SkillLibrary(args.skills)
+        for item in skill_tools(library, workspace=workspace):  # the sandbox follows its rule
             registry.register(item, replace=True)
         system += "\n\n" + library.catalog_text()
     settings = AgentSettings(
@@ -198,6 +289,22 @@ def _short(value: Any, limit: int = 120) -> str:
     return escape(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
+def _repairs(repairs: list[dict[str, Any]]) -> str:
+    """The repairs made to a loaded conversation, in one line: unfinished runs by number and
+    status, the other repairs counted by kind."""
+    unfinished = [r for r in repairs if r.get("kind") == "unfinished_run"]
+    others: dict[str, int] = {}
+    for repair in repairs:
+        if repair.get("kind") != "unfinished_run":
+            others[repair.get("kind", "?")] = others.get(repair.get("kind", "?"), 0) + 1
+    parts = []
+    if unfinished:
+        runs = ", ".join(f"run {r.get('run_id')} ({r.get('status')})" for r in unfinished)
+        parts.append(f"{len(unfinished)} unfinished run(s) closed by a note: {runs}")
+    parts += [f"{count} {kind}" for kind, count in others.items()]
+    return _short("repaired on load: " + "; ".join(parts), 300)
+
+
 class LiveProgress:
     """Prints each step of a run as it happens (rich, on stderr), from the run's typed events
     (``lokal.events``), with a spinner on a terminal while the model loads, decides or tools
@@ -216,6 +323,8 @@ class LiveProgress:
         if isinstance(event, ev.RunStart):
             c.print(f"[bold]question[/]: {_short(event.question, 500)}")
             c.print(f"[dim]tools: {', '.join(event.tools)}[/]")
+            if event.history_repairs:
+                c.print(f"[yellow]history[/]: {_repairs(event.history_repairs)}")
             memory = event.memory
             if memory and memory.get("notes"):
                 chosen = ", ".join(f"#{n['id']} ({n['cosine']:.2f})" for n in memory["selected"])
@@ -287,7 +396,7 @@ class LiveProgress:
             self.spinner.stop()
             c.print(
                 f"[bold]{event.status}[/] after {event.iterations} step(s), "
-                f"{event.duration_s:.1f} s: {event.stop_reason}"
+                f"{event.duration_s:.1f} s: {event.stop_reason} (answer: {event.source})"
             )
 
 
@@ -334,10 +443,17 @@ def run_command(args: argparse.Namespace) -> int:
             **result.to_dict(),
             "model_load_s": round(model_s, 4),
             "load_s": round(sum(e.duration_s for e in loads), 4),  # every load step
+            "exit_code": exit_code(result),
         }
         print(json.dumps(record, ensure_ascii=False, indent=2))
     else:
         print(result.answer)
+    if exit_code(result) != EXIT_ANSWERED:
+        import sys
+
+        print(
+            f"lokal run: no trusted answer ({result.source}): {result.stop_reason}", file=sys.stderr
+        )
     return exit_code(result)
 
 

@@ -42,6 +42,16 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest request body accepted, in bytes (4 MiB)",
     )
     parser.add_argument(
+        "--body-timeout",
+        "--body_timeout",
+        dest="body_timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds for a request's body to arrive after its headers; later: 408 and the "
+        "connection closed (30)",
+    )
+    parser.add_argument(
         "--log", default=None, metavar="FILE", help="one JSON line per request (default stderr)"
     )
     parser.add_argument(
@@ -80,6 +90,8 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
     if args.max_queue < 0 or args.max_body_bytes < 1 or args.prompt_cache_mb < 0:
         raise ConfigError("--max-queue and --prompt-cache-mb must be >= 0, --max-body-bytes >= 1")
+    if not 0 < args.body_timeout < float("inf"):  # also NaN
+        raise ConfigError(f"--body-timeout must be > 0 seconds, got {args.body_timeout}")
     profile = profile_from_args(args)  # an unknown profile fails here, before anything loads
     try:
         import uvicorn
@@ -112,6 +124,7 @@ def serve_command(args: argparse.Namespace) -> int:
             api_key=api_key,
             max_queue=args.max_queue,
             max_body_bytes=args.max_body_bytes,
+            body_timeout=args.body_timeout,
             log=args.log,
             server_tools=server_tools,
             traces_dir=args.traces_dir,

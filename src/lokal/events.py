@@ -22,8 +22,8 @@ class              ``type``          fields
 ``ToolEnd``        ``tool_end``      ToolStart's, then end_perf, end_time, duration_s, status,
                                      error, timed_out, message (the ToolMessage)
 ``Guard``          ``guard``         guard, iteration, (call, times), (budget_s)
-``Final``          ``final``         status, answer, answered, stop_reason, iterations, usage,
-                                     duration_s
+``Final``          ``final``         status, answer, answered, source, stop_reason, iterations,
+                                     usage, duration_s
 =================  ================  ===========================================================
 
 Fields in brackets are written only when set (``reused`` only when true: a result given back
@@ -253,7 +253,8 @@ class Guard(RunEvent):
 
 @dataclasses.dataclass(frozen=True)
 class Final(RunEvent):
-    """The run ended: how, with which answer (``answered``: written by the model)."""
+    """The run ended: how, with which answer (``answered``: written by the model) and where
+    the answer came from (``source``: see ``lokal.runtime.ANSWER_SOURCES``)."""
 
     type: ClassVar[str] = "final"
 
@@ -264,6 +265,7 @@ class Final(RunEvent):
     iterations: int
     usage: dict[str, int]
     duration_s: float
+    source: str = "model"
 
 
 Event = RunStart | ModelLoad | DecisionStart | DecisionMade | ToolStart | ToolEnd | Guard | Final

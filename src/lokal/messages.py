@@ -175,7 +175,7 @@ def read_tool_result(message: dict[str, Any]) -> dict[str, Any]:
     if isinstance(content, str):
         try:
             decoded = json.loads(content)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # nested too deep: text, as it is
             decoded = None
         if isinstance(decoded, dict) and "status" in decoded:
             return {

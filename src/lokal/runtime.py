@@ -31,6 +31,11 @@ without a result gets an error result saying it was not run); ``run_start`` list
 (``history_repairs``, with those of the store that loaded it). Call ids go on counting through
 the conversation; a run that ends without a model answer still ends its messages with an
 assistant message holding the answer it ended with.
+
+A run stopped by an exception still ends with a ``final`` event, then the exception goes on:
+``interrupted`` for Ctrl-C (KeyboardInterrupt), ``error`` for any other; its answer says so
+and lists the tool results in hand, so a subscriber (the conversation store, the trace) closes
+the run with what it had.
 """
 
 from __future__ import annotations
@@ -116,6 +121,19 @@ class NullMemory:
         return None
 
 
+ANSWER_SOURCES = {
+    "model": "the model wrote the answer",
+    "quoted": "the model copied passages of the tool results lokal showed it",
+    "extracted": "lokal chose the passage of a tool result that answers the question, "
+    "because the model's replies failed the answer checks",
+    "forced": "a guard ended the loop and the model answered without tools",
+    "appended": "no answer: lokal lists the tool results the model did not use",
+    "none": "no answer and no tool result",
+}
+MODEL_SOURCES = frozenset({"model", "quoted", "forced"})  # "the model answered"
+TRUSTED_SOURCES = MODEL_SOURCES | {"extracted"}
+
+
 @dataclass
 class RunResult:
     """The outcome of one run: the answer, why the loop stopped, and every step.
@@ -127,7 +145,9 @@ class RunResult:
 
     question: str
     answer: str
-    status: Literal["final", "max_iterations", "repeated_call", "time_budget", "decision_error"]
+    status: Literal[
+        "final", "max_iterations", "repeated_call", "time_budget", "decision_error", "interrupted"
+    ]
     stop_reason: str
     messages: list[dict[str, Any]]
     iterations: int
@@ -135,12 +155,21 @@ class RunResult:
     duration_s: float
     events: list[RunEvent] = field(default_factory=list)  # typed; .to_dict() for JSON
     answered: bool = True
+    source: str = "model"  # where the answer came from: one of ANSWER_SOURCES
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the answer may be given as the run's answer (exit 0): written by the
+        model, quoted from what lokal showed it, forced after a guard, or extracted from a
+        tool result; not ``appended`` results without an answer."""
+        return self.source == "extracted" or (self.answered and self.source in MODEL_SOURCES)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,
             "answer": self.answer,
             "answered": self.answered,
+            "source": self.source,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "iterations": self.iterations,
@@ -148,6 +177,20 @@ class RunResult:
             "duration_s": self.duration_s,
             "messages": self.messages,
         }
+
+
+def _source_of(decision: Any) -> str:
+    """Where a successful decision's answer came from (``model``, ``quoted``, ``extracted``)."""
+    return str((decision.parse or {}).get("answer_source") or "model")
+
+
+def _said(source: str) -> str:
+    """The stop reason of an answer from ``source``: "the model answered" only when it did."""
+    if source == "extracted":
+        return "the model's replies failed the answer checks; lokal quoted the tool result"
+    if source == "quoted":
+        return "the model answered, quoting the tool results"
+    return "the model answered"
 
 
 class JsonlTrace:
@@ -206,7 +249,14 @@ class Agent:
     def run(self, question: str, history: list[dict[str, Any]] | None = None) -> RunResult:
         """Answer ``question``, continuing ``history`` (earlier messages) if given."""
         run = _Run(self, question, history if history is not None else [])
-        result = run.execute()
+        try:
+            result = run.execute()
+        except KeyboardInterrupt:  # Ctrl-C: the run ends as interrupted, with what it had
+            run.stop_for_exception("interrupted", "the run was interrupted (Ctrl-C)")
+            raise
+        except Exception as exc:  # a failure (an input or a model that cannot load...)
+            run.stop_for_exception("error", f"the run failed: {' '.join(str(exc).split())}")
+            raise
         self.memory.save(result)
         return result
 
@@ -239,6 +289,8 @@ class _Run:
             {"role": "user", "content": question},
         ]
         self.run_start = len(self.messages) - 1  # this run's messages start at the question
+        self.iteration = 0  # the decision in hand
+        self.ended = False  # a final event was emitted
 
     def emit(self, event: RunEvent) -> None:
         """Stamp ``event`` with its place in the run and give it to every subscriber."""
@@ -304,6 +356,7 @@ class _Run:
             self.emit(ModelLoad(model=MINILM, duration_s=seconds, component="embeddings"))
 
     def decide(self, iteration: int, purpose: str | None = None) -> Decision:
+        self.iteration = iteration
         self.emit(DecisionStart(iteration=iteration, purpose=purpose or "decide"))
         result = generate_ai_message(
             self.agent.profile,
@@ -341,12 +394,21 @@ class _Run:
         return result
 
     def finish(
-        self, status: str, answer: str, reason: str, iterations: int, *, answered: bool = True
+        self,
+        status: str,
+        answer: str,
+        reason: str,
+        iterations: int,
+        *,
+        answered: bool = True,
+        source: str = "model",
     ) -> RunResult:
         duration = round(time.perf_counter() - self.started, 4)
+        answered = answered and source in MODEL_SOURCES
         if not answered:
             # the run's outcome ends its conversation even when the model wrote no answer
             self.messages.append({"role": "assistant", "content": answer, "tool_calls": []})
+        self.ended = True
         self.emit(
             Final(
                 status=status,
@@ -356,6 +418,7 @@ class _Run:
                 iterations=iterations,
                 usage=dict(self.usage),
                 duration_s=duration,
+                source=source,
             )
         )
         return RunResult(
@@ -369,6 +432,7 @@ class _Run:
             duration_s=duration,
             events=self.events,
             answered=answered,
+            source=source,
         )
 
     def execute(self) -> RunResult:
@@ -399,7 +463,10 @@ class _Run:
             assert message is not None
             if not message["tool_calls"]:
                 self.messages.append(message)
-                return self.finish("final", message["content"], "the model answered", iteration)
+                source = _source_of(result)
+                return self.finish(
+                    "final", message["content"], _said(source), iteration, source=source
+                )
             repeated = self.repeated_call(message["tool_calls"])
             if repeated is not None:
                 # the repeat is not run, so it does not join the history
@@ -537,9 +604,7 @@ class _Run:
         budget = self.settings.time_budget_s
         reason = f"the time budget of {budget} s ran out"
         self.emit(Guard(guard="time_budget", iteration=iterations, budget_s=budget))
-        return self.finish(
-            "time_budget", self.results_in_hand(reason), reason, iterations, answered=False
-        )
+        return self.no_answer("time_budget", reason, iterations)
 
     def force_final(self, status: str, reason: str, iterations: int) -> RunResult:
         """End the run with one more decision, tools disabled: the model answers from the
@@ -550,9 +615,52 @@ class _Run:
         result = self.decide(iterations + 1, purpose="final")
         if result.ok and result.ai_message is not None:
             self.messages.append(result.ai_message)
-            return self.finish(status, result.ai_message["content"], reason, iterations)
+            source = "extracted" if _source_of(result) == "extracted" else "forced"
+            if source == "extracted":
+                reason += "; " + _said(source)
+            return self.finish(
+                status, result.ai_message["content"], reason, iterations, source=source
+            )
         reason += f", which failed too ({result.error.message if result.error else 'no reply'})"
-        return self.finish(status, self.results_in_hand(reason), reason, iterations, answered=False)
+        return self.no_answer(status, reason, iterations)
+
+    def no_answer(self, status: str, reason: str, iterations: int) -> RunResult:
+        """End without an answer: the results in hand are listed (``appended``), or none."""
+        text = self.results_in_hand(reason)
+        source = "none" if text.endswith("No tool result was obtained.") else "appended"
+        return self.finish(status, text, reason, iterations, answered=False, source=source)
+
+    def stop_for_exception(self, status: str, reason: str) -> None:
+        """End a run that an exception stopped (``interrupted``: Ctrl-C; ``error``) with a
+        ``final`` event of that status, so that its subscribers (the conversation store, the
+        trace) close it with what it had: the answer lists the tool results in hand. Nothing
+        when the run already ended. A subscriber that fails here is skipped: the exception
+        that stopped the run is the one the caller sees."""
+        if self.ended:
+            return
+        self.ended = True
+        duration = round(time.perf_counter() - self.started, 4)
+        answer = self.results_in_hand(reason)
+        self.messages.append({"role": "assistant", "content": answer, "tool_calls": []})
+        final = Final(
+            status=status,
+            answer=answer,
+            answered=False,
+            stop_reason=reason,
+            iterations=self.iteration,
+            usage=dict(self.usage),
+            duration_s=duration,
+            source="none" if answer.endswith("No tool result was obtained.") else "appended",
+        )
+        with self.agent._lock:
+            self.seq += 1
+            final = dataclasses.replace(final, seq=self.seq, time=time.time(), elapsed_s=duration)
+            self.events.append(final)
+        for callback in self.agent._subscribers:
+            try:
+                callback(final)
+            except Exception:  # see the docstring
+                continue
 
     def results_in_hand(self, reason: str) -> str:
         """A plain account of the run when the model wrote no answer: why, and the

@@ -67,14 +67,25 @@ def test_lokal_run_exit_codes(capsys, tmp_path):
             *["--quiet", "--time_budget", "1e-9", "--json"],
         ]
     )
-    record = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    record = json.loads(out)
     assert late == 1
     assert record["status"] == "time_budget" and record["answered"] is False
+    # --json carries the exit status and the answer's source; stderr says why, in one line
+    assert record["exit_code"] == 1 and record["source"] in ("appended", "none")
+    assert f"no trusted answer ({record['source']})" in err and "time budget" in err
 
     def result(answered, status):
         return RunResult("q", "a", status, "why", [], 1, {}, 0.0, answered=answered)
 
     assert exit_code(result(True, "repeated_call")) == 0
+    extracted = RunResult(
+        "q", "a", "final", "why", [], 1, {}, 0.0, answered=False, source="extracted"
+    )
+    appended = RunResult(
+        "q", "a", "final", "why", [], 1, {}, 0.0, answered=False, source="appended"
+    )
+    assert exit_code(extracted) == 0 and exit_code(appended) == 1
     assert exit_code(result(False, "decision_error")) == 1
     assert exit_code(result(False, "time_budget")) == 1
     with pytest.raises(SystemExit):

@@ -234,7 +234,11 @@ class _FakeEmbedder:
         ({"status": "success", "raw_answer": "The documents do not contain this information.",
           "citations": []}, 1),
         ({"status": "error", "raw_answer": "", "citations": [{"n": 1}]}, 1),
-        ({"status": "success", "raw_answer": "  ", "citations": [{"n": 1}]}, 1),
+        ({"status": "not_found", "raw_answer": "The document is not available.",
+          "citations": []}, 1),
+        ({"status": "unsupported", "raw_answer": "WAL [2]", "citations": []}, 1),
+        ({"status": "extracted", "raw_answer": "WAL lets readers read. [1]",
+          "citations": [{"n": 1}]}, 0),
     ],
 )  # fmt: skip
 def test_rag_ask_exits_1_when_it_cannot_answer(record, expected, monkeypatch, capsys):

@@ -301,7 +301,7 @@ def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
     assert staged["choice"] == "answer" and staged["calls"][0]["repeat_of_a_done_call"]
 
 
-def test_an_answer_that_ignores_the_results_is_retried_then_shown_with_them():
+def test_an_answer_that_ignores_the_results_is_retried_then_extracted_from_them():
     call = {
         "id": "call_001",
         "name": "count_letter_in_string",
@@ -329,5 +329,9 @@ def test_an_answer_that_ignores_the_results_is_retried_then_shown_with_them():
     first = result["attempts"][0]["error"]["message"]
     assert "does not use the tool results" in first and "2" in first
     assert "count: 2" in backend.requests[0].messages[-1]["content"]  # the evidence shown
-    assert result["status"] == "success" and result["parse"]["grounding_appended"]
-    assert result["ai_message"]["content"] == "A nice word.\n\n(From the tool results: count: 2)"
+    # the model's answer is not kept with the results appended: the passage that answers
+    # is the answer, said once, with where it came from, and marked as extracted
+    assert result["status"] == "success" and result["parse"]["answer_source"] == "extracted"
+    assert result["ai_message"]["content"] == "count: 2\n\n(quoted from count_letter_in_string)"
+    assert result["parse"]["model_failed"]["type"] == "bad_reply"
+    assert "From the tool results" not in result["ai_message"]["content"]

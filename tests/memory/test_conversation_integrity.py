@@ -267,7 +267,7 @@ def test_continue_after_a_decision_error_with_a_forced_answer(session):
 @pytest.mark.parametrize("answered", [True, False])
 def test_continue_after_max_iterations(session, answered):
     unknown = envelope([("web_search", {"q": "x"})])
-    final = "1, 2 and 3." if answered else unknown
+    final = "It counted 1, then 2." if answered else unknown
     result, _, _ = session.run("count", [calc("1+0"), calc("1+1"), final], max_iterations=2)
     assert result.status == "max_iterations" and result.answered is answered
     store = session.store()
@@ -524,13 +524,17 @@ def test_continue_after_a_run_killed_mid_tool_turn(tmp_path):
     store.close()
     assert_valid(history)
     finished = ["user", "assistant", "tool", "assistant"]
-    killed = ["user", "assistant", "tool", "tool"]  # its completed steps, repaired
+    # its completed steps, repaired, and a note that its question was not answered
+    killed = ["user", "assistant", "tool", "tool", "assistant"]
     assert [m["role"] for m in history] == finished + killed
     quick_result, block_result = history[6], history[7]
     assert json.loads(quick_result["content"])["output"] == 42
     assert block_result["name"] == "block" and block_result["status"] == "error"
     assert "not run" in json.loads(block_result["content"])["error"]
-    assert [(r["kind"], r["name"]) for r in history.repairs] == [("missing_result", "block")]
+    assert [(r["kind"], r.get("name")) for r in history.repairs] == [
+        ("missing_result", "block"),
+        ("unfinished_run", None),
+    ]
 
     # the next run (in this process) is given a valid conversation and records the repair
     backend = ScriptedBackend(["Doubling 21 gives 42; the wait did not finish."])
@@ -541,6 +545,9 @@ def test_continue_after_a_run_killed_mid_tool_turn(tmp_path):
     assert result.status == "final"
     assert_prompt_valid(backend)
     assert isinstance(result.events[0], RunStart)
-    assert [r["kind"] for r in result.events[0].history_repairs] == ["missing_result"]
+    kinds = [r["kind"] for r in result.events[0].history_repairs]
+    assert kinds == ["missing_result", "unfinished_run"]
     assert "double 21 and wait" in json.dumps(backend.requests[0].conversation)
+    # the run that recorded it stored the killed run's status
+    assert [r["status"] for r in store.runs("killed")] == ["final", "abandoned", "final"]
     store.close()

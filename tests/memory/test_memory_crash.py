@@ -88,12 +88,16 @@ def test_a_run_killed_mid_tool_keeps_its_completed_steps(tmp_path):
     assert json.loads(messages[2]["content"])["output"] == 42
     assert messages[3]["tool_calls"][0]["name"] == "block"
     # continuing the conversation repairs the unfinished run: the call in flight gets an
-    # error result saying it was not run, so no tool call dangles
+    # error result saying it was not run, so no tool call dangles, and the run (its process
+    # gone: abandoned) is closed by a note that its question was not answered
     history = store.history("crashy")
-    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "tool"]
-    assert history[-1]["tool_call_id"] == messages[3]["tool_calls"][0]["id"]
-    assert history[-1]["status"] == "error" and "not run" in history[-1]["content"]
-    assert [r["kind"] for r in history.repairs] == ["missing_result"]
+    roles = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in history] == roles
+    assert history[-2]["tool_call_id"] == messages[3]["tool_calls"][0]["id"]
+    assert history[-2]["status"] == "error" and "not run" in history[-2]["content"]
+    assert "not answered" in history[-1]["content"]
+    assert [r["kind"] for r in history.repairs] == ["missing_result", "unfinished_run"]
+    assert history.repairs[1]["status"] == "abandoned"
 
 
 def _check_conversation(store, name, expected_runs):

@@ -54,6 +54,37 @@ def test_an_answer_outside_the_documents_has_no_citations(retriever):
     assert record["citations"] == [] and record["answer"] == NOT_FOUND
 
 
+@pytest.mark.slow
+def test_a_model_that_says_not_available_beside_the_answer_gets_the_passage(retriever):
+    # the README's example: the right chunks were retrieved, the model wrote "The document
+    # is not available.", and rag ask exited 1 while its JSON said "success"
+    from lokal.cli_rag import rag_exit_code
+
+    backend = ScriptedBackend(["The document is not available."])
+    question = "How do readers and writers share a WAL database?"
+    record = answer_question(question, retriever, load_profile(MODEL_CONFIG), backend=backend)
+    assert record["status"] == "extracted" and record["answer_source"] == "extracted"
+    (citation,) = record["citations"]
+    assert citation["source"] == "sqlite_wal.txt"
+    sentence = record["raw_answer"].rsplit(" [", 1)[0]
+    (chunk,) = [h for h in retriever.store.chunks() if h.id == citation["id"]]
+    assert sentence and sentence in " ".join(chunk.text.split())
+    assert rag_exit_code(record) == 0
+
+
+@pytest.mark.slow
+def test_status_and_exit_code_agree_when_the_model_does_not_answer(retriever):
+    from lokal.cli_rag import rag_exit_code
+
+    for reply in (NOT_FOUND, "I don't know."):
+        backend = ScriptedBackend([reply])
+        question = "Which SQLite version introduced write-ahead logging?"
+        record = answer_question(question, retriever, load_profile(MODEL_CONFIG), backend=backend)
+        # relevant passages, but no sentence close enough to extract: ignorance admitted
+        assert record["status"] in ("no_context", "not_found", "extracted")
+        assert (rag_exit_code(record) == 0) == (record["status"] == "extracted")
+
+
 @pytest.mark.model
 def test_rag_ask_on_the_bundled_model_cites_the_documents(tmp_path, monkeypatch, capsys):
     # the fixed corpus of data/docs, not this repository's README and docs, which change with
@@ -69,11 +100,11 @@ def test_rag_ask_on_the_bundled_model_cites_the_documents(tmp_path, monkeypatch,
         ]
     )
     record = json.loads(capsys.readouterr().out)
-    # what the 135M model writes differs between CPUs: an answer, or a labelled error
-    assert record["status"] in ("success", "error")
-    if record["status"] == "error":
+    # what the 135M model writes differs between CPUs: an answer, the passage lokal
+    # extracted when it did not answer, or no answer (with a labelled error if it failed)
+    assert record["status"] in ("success", "extracted", "not_found", "unsupported")
+    if record["decision_status"] == "error":
         assert record["error"]["type"] in ERROR_KINDS and record["error"]["message"]
-        assert record["citations"] == [] and record["raw_answer"] == ""
     assert len(record["context"]) == 3 and record["usage"]["completion_tokens"] > 0
     # every passage given is cited with support, cited without, or not cited; only the
     # supported ones are the answer's sources (tests/test_rag_threshold.py checks which)
@@ -83,7 +114,7 @@ def test_rag_ask_on_the_bundled_model_cites_the_documents(tmp_path, monkeypatch,
         assert citation["id"] == f"{citation['source']}#{citation['chunk']}"
         assert (DATA / "docs" / citation["source"]).is_file()
     assert [c["n"] for c in record["citations"]] == [c["n"] for c in record["cited"]]
-    answered = record["status"] == "success" and record["raw_answer"].strip()
+    answered = record["status"] in ("success", "extracted") and record["raw_answer"].strip()
     assert code == (0 if answered and record["citations"] else 1)
     assert ("Sources:\n[" in record["answer"]) == bool(record["citations"])
 

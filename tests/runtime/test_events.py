@@ -93,6 +93,7 @@ EXPECTED_KEYS: dict[str, set[tuple[str, ...]]] = {
             "iterations",
             "usage",
             "duration_s",
+            "source",
         )
     },
 }

@@ -189,14 +189,29 @@ def test_a_decision_that_stays_unusable_ends_with_a_forced_final_answer(profile,
     assert backend.requests[-1].purpose == "final"
 
 
-def test_when_even_the_forced_answer_fails_the_results_in_hand_are_listed(profile, registry):
+def test_when_even_the_forced_answer_fails_the_tool_result_is_extracted(profile, registry):
     calc = envelope([("calculator", {"expression": "6*7"})])
     unknown = envelope([("web_search", {"q": "x"})])
     agent, _ = agent_with(profile, registry, [calc, unknown, unknown])
     result = agent.run("6*7 and then search")
+    # the model never answered: the passage of the result that answers is the answer,
+    # marked as extracted (not "the model answered"), and the run still counts as answered
     assert result.status == "decision_error" and not result.answered
+    assert result.source == "extracted" and result.trusted
+    assert result.answer == "result: 42\n\n(quoted from calculator)"
+    assert "lokal quoted the tool result" in result.stop_reason
+    assert result.to_dict()["source"] == "extracted"
+
+
+def test_with_no_result_to_extract_from_the_run_says_it_has_no_answer(profile, registry):
+    search = envelope([("local_file_search", {"query": "zebra", "folder": "no/such/folder"})])
+    unknown = envelope([("web_search", {"q": "x"})])
+    agent, _ = agent_with(profile, registry, [search, unknown, unknown])
+    result = agent.run("find zebra and then search")
+    assert result.status == "decision_error" and not result.answered
+    assert result.source == "none" and not result.trusted
     assert result.answer.startswith("No final answer:")
-    assert "calculator" in result.answer and "42" in result.answer
+    assert result.answer.endswith("No tool result was obtained.")
 
 
 def test_plan_and_execute_runs_the_plan_then_answers(profile, registry):
@@ -287,6 +302,27 @@ def test_weather_skill_in_three_rounds(profile):
     # after read_skill, the reminder says scripts run through code_execution
     assert "code_execution" in backend.requests[1].messages[-1]["content"]
     assert "Beijing" in result.answer and '"location"' in result.answer
+
+
+def test_weather_skill_in_two_rounds_through_its_command_tool(profile):
+    """The README's skill example as a small model can do it: the skill's documented command
+    is a tool of its own, so one call runs the script and the answer holds its weather."""
+    library = SkillLibrary(DATA / "skills")
+    registry = ToolRegistry(skill_tools(library))
+    backend = ScriptedBackend(
+        [
+            envelope([("weather_forecast_current", {"location": "Beijing"})]),
+            envelope(content="It is sunny in Beijing, 15 °C."),
+        ]
+    )
+    agent = Agent(profile, registry, backend=backend, system_prompt=library.catalog_text())
+    result = agent.run("What's the weather in Beijing?")
+    (end,) = by_type(result, ToolEnd)
+    assert end.name == "weather_forecast_current" and end.status == "success"
+    output = json.loads(result.messages[-2]["content"])["output"]
+    assert output["condition"] == "Sunny" and output["temperature_c"] == 15
+    assert result.status == "final" and result.source == "model" and result.trusted
+    assert result.answer == "It is sunny in Beijing, 15 °C."
 
 
 def test_a_tool_withdrawn_during_the_run_is_no_longer_offered(profile, registry):

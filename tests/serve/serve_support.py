@@ -86,8 +86,8 @@ KEY = "sk-test-secret-0123456789"
 class Served(AppServer):
     """A running server: ``url`` (…/v1), ``client()`` (an openai.OpenAI), the ``log``."""
 
-    def __init__(self, app: Any, log: list[dict[str, Any]]) -> None:
-        super().__init__(app)
+    def __init__(self, app: Any, log: list[dict[str, Any]], lifespan: str = "off") -> None:
+        super().__init__(app, lifespan=lifespan)
         self.log = log
         self.url = self.base + "/v1"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from helpers import REPO
+from helpers import DATA, REPO
 from lokal.messages import read_tool_result
 from lokal.skills import SkillError, SkillLibrary, skill_tools
 from lokal.tools import ToolRegistry
@@ -114,7 +114,8 @@ def test_skill_without_scripts(tmp_path: Path) -> None:
 
 
 def test_both_tools_are_always_offered(registry: ToolRegistry) -> None:
-    assert registry.names() == ["read_skill", "code_execution"]
+    # and one tool per documented command of each skill (tested below)
+    assert registry.names()[:2] == ["read_skill", "code_execution"]
     schema = {s["function"]["name"]: s["function"] for s in registry.schemas()}
     props = schema["code_execution"]["parameters"]["properties"]
     assert set(props) == {"code", "command", "skill_name"}
@@ -201,3 +202,53 @@ def test_code_execution_argument_errors(
     result = _run(registry, args)
     assert result["status"] == "error"
     assert message in result["error"]
+
+
+# -- documented commands as tools ---------------------------------------------------------
+
+
+def test_each_documented_command_of_a_skill_is_a_tool_with_its_options():
+    from lokal.skills.agent_skills import documented_commands
+
+    library = SkillLibrary(DATA / "skills")
+    commands = documented_commands(library.get("weather-forecast"))
+    assert [(c.tool_name, c.subcommand, c.options) for c in commands] == [
+        ("weather_forecast_current", "current", (("location", "Beijing"),)),
+        ("weather_forecast_forecast", "forecast", (("location", "London"), ("days", "3"))),
+    ]
+    tools = {t.name: t for t in skill_tools(library)}
+    forecast = tools["weather_forecast_forecast"].parameters
+    assert forecast["required"] == ["location"]  # a word must come from the question
+    assert forecast["properties"]["days"] == {
+        "type": "integer",
+        "description": "--days, e.g. 3",
+        "default": 3,
+    }
+    assert "Forecast (weather-forecast skill)" in tools["weather_forecast_forecast"].description
+
+
+def test_a_command_tool_runs_the_script_in_the_sandbox_and_returns_its_json():
+    tools = {t.name: t for t in skill_tools(SkillLibrary(DATA / "skills"))}
+    current = tools["weather_forecast_current"].run({"location": "Beijing"})
+    assert current["location"] == "Beijing" and "temperature_c" in current
+    forecast = tools["weather_forecast_forecast"].run({"location": "London", "days": 2})
+    assert len(forecast["forecast"]) == 2
+    # the script's own error, with what it supports, becomes the tool's error
+    with pytest.raises(RuntimeError, match="supported: Beijing"):
+        tools["weather_forecast_current"].run({"location": "Paris"})
+
+
+def test_commands_with_bare_flags_or_several_lines_are_not_tools(tmp_path):
+    from lokal.skills.agent_skills import documented_commands
+
+    skill = tmp_path / "s" / "tool-x"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "scripts" / "x.py").write_text("print(1)\n")
+    (skill / "SKILL.md").write_text(
+        "---\nname: tool-x\ndescription: x\n---\n\n"
+        "```\npython scripts/x.py run --verbose\n```\n\n"
+        "```\npython scripts/x.py a --k 1\npython scripts/x.py b --k 2\n```\n\n"
+        "```\npython scripts/x.py show --name foo\n```\n"
+    )
+    commands = documented_commands(SkillLibrary(tmp_path / "s").get("tool-x"))
+    assert [c.tool_name for c in commands] == ["tool_x_show"]

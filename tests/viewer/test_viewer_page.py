@@ -222,3 +222,13 @@ def test_phone_width_and_screenshots(page, tmp_path):
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOT), clip={"x": 0, "y": 0, "width": 1000, "height": 760})
         assert SCREENSHOT.stat().st_size < 400_000
+
+
+def test_the_header_says_where_the_answer_came_from(page, tmp_path):
+    events = read_trace(recorded_run())
+    events[-1] = {**events[-1], "source": "extracted"}
+    trace = tmp_path / "extracted.jsonl"
+    trace.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    _open(page, tmp_path, trace)
+    field = page.locator('#run-meta [data-field="answer"]').text_content()
+    assert field == "answerextracted"

@@ -22,6 +22,8 @@ from lokal.llm.backends import (
     check_mode_supported,
     get_backend,
 )
+from lokal.llm.checks import AnswerContext, Finding, check_answer, note_lines, quoted_from
+from lokal.llm.extract import choose_passage, extract_answer
 from lokal.llm.parser import ParseResult, coerce_args, parse_model_output, resolve_tool_name
 from lokal.llm.plan import parse_plan_output
 from lokal.llm.prompts import (
@@ -32,7 +34,7 @@ from lokal.llm.prompts import (
     instruction_texts,
 )
 from lokal.llm.quality import reply_problem, text_loop, trim_loop
-from lokal.llm.select import Selection, default_selector, evidence
+from lokal.llm.select import Passage, Selection, default_selector, evidence
 from lokal.llm.staged import DecisionTimeout, StagedEngine, call_key, can_score
 from lokal.messages import current_turn, last_user_text, make_ai_message, read_tool_result
 from lokal.records import Attempt, Decision, DecisionError, Usage
@@ -86,17 +88,20 @@ def _check_quality(
     completion: Completion,
     grounding: list[str] | None = None,
     system: str = "",
-) -> tuple[dict[str, Any], bool]:
-    """The message, with a looping tail cut off (and whether it was); raise _BadReply for
-    a reply that cannot be used, including an answer that copies lokal's instructions or the
-    conversation's ``system`` prompt back, and one that mentions none of the ``grounding``
-    values (the short results closest to the question)."""
+    context: AnswerContext | None = None,
+) -> tuple[dict[str, Any], bool, list[Finding]]:
+    """The message, with a looping tail cut off (and whether it was) and the answer checks'
+    trims (``lokal.llm.checks``: labels, repeated blocks, recited notes, sentences that
+    contradict the tool results), with their findings; raise _BadReply for a reply that
+    cannot be used, including an answer that copies lokal's instructions or the
+    conversation's ``system`` prompt back, one a check asks to retry, and one that mentions
+    none of the ``grounding`` values (the short results closest to the question)."""
     finish = completion.finish_reason
     if message["tool_calls"]:
         if finish in ("length", "repetition"):
             what = "repeated itself" if finish == "repetition" else "was cut off at the limit"
             raise _BadReply(f"the reply {what} inside a tool call; write shorter arguments")
-        return message, False
+        return message, False, []
     content = message.get("content") or ""
     if content.startswith(EVIDENCE_LABEL):  # the label lokal put before the evidence
         content = content.removeprefix(EVIDENCE_LABEL).strip()
@@ -110,13 +115,21 @@ def _check_quality(
     problem = reply_problem(content, finish_reason=finish, instructions=own)
     if problem:
         raise _BadReply(problem)
+    findings: list[Finding] = []
+    if context is not None and content.strip():
+        checked, findings = check_answer(content, context)
+        retry = [f for f in findings if f.action == "retry"]
+        if retry:
+            raise _BadReply(retry[0].detail)
+        if checked != content:
+            content, trimmed = checked, True
     folded = content.casefold()
     if grounding and not any(value.casefold() in folded for value in grounding):
         shown = "; ".join(grounding)
         raise _Ungrounded(f"the answer does not use the tool results, which say: {shown}")
     if trimmed:
         message = make_ai_message(content)
-    return message, trimmed
+    return message, trimmed, findings
 
 
 def _cut_off(completion: Completion, limit: int, purpose: str) -> str | None:
@@ -480,9 +493,16 @@ def generate_ai_message(
     if selection is not None:
         record.selection = selection.to_dict()
     question = last_user_text(messages)
+    systems = "\n\n".join(
+        str(m.get("content") or "") for m in messages if m.get("role") == "system"
+    )
+    answer_context = AnswerContext(question=question, sources=_result_texts(turn), system=systems)
+    notes = note_lines(systems)
     started = time.perf_counter()
     budget_s = settings.decision_budget_s
-    deadline = started + budget_s if budget_s else None
+    # the engine stops a little before the budget: a step under way when the deadline
+    # passes finishes first, and the decision must still end within its budget
+    deadline = started + budget_s - min(2.0, 0.05 * budget_s) if budget_s else None
     for attempt_number in range(settings.max_retries + 1):
         if attempt_number and deadline is not None and time.perf_counter() > deadline:
             # no time left for a retry: the decision ends on its budget, the last error kept
@@ -549,8 +569,9 @@ def generate_ai_message(
             done = len(exc.calls)
             attempt.fail(
                 "timeout",
-                f"the decision ran past its {budget_s:g} s (tool_calling.decision_budget_s) "
-                f"after {elapsed:.1f} s, in stage: {exc.stage}; {done} complete call"
+                f"the decision used up its {budget_s:g} s budget "
+                f"(tool_calling.decision_budget_s: stopped after {elapsed:.1f} s, when the "
+                f"next step would not fit) in stage: {exc.stage}; {done} complete call"
                 f"{'' if done == 1 else 's'} so far (in partial)",
             )
             record.error = attempt.error
@@ -590,23 +611,19 @@ def generate_ai_message(
                 message = _check_answer_format(message, answer_schema)
             if tools_index or message["tool_calls"]:
                 _validate_arguments(message, tools_index)
-            last_attempt = attempt_number == settings.max_retries
             grounding = _grounding(found) if purpose != "final" else None
-            try:
-                message, trimmed = _check_quality(message, completion, grounding, system)
-            except _Ungrounded:
-                if not last_attempt:
-                    raise
-                # the model twice ignored what the tools returned: its answer is kept and the
-                # passages it should have used are shown after it, marked as such
-                message, trimmed = _check_quality(message, completion, None, system)
-                shown = "; ".join(found or [])
-                message = make_ai_message(
-                    f"{message['content']}\n\n(From the tool results: {shown})"
-                )
-                details["grounding_appended"] = True
+            message, trimmed, findings = _check_quality(
+                message, completion, grounding, system, answer_context
+            )
             if trimmed:
                 details["loop_trimmed"] = True
+            if findings:
+                details["checks"] = [f.to_dict() for f in findings]
+            if not message["tool_calls"] and answer_schema is None:
+                content = message.get("content") or ""
+                shown = [*answer_context.sources, *(found or [])]  # results, evidence
+                quoted = bool(shown) and quoted_from(content, shown)
+                details["answer_source"] = "quoted" if quoted else "model"
         except ParseError as exc:
             if cut:  # the text ends where the limit cut it, not where the model ended it
                 attempt.fail("bad_reply", cut)
@@ -645,10 +662,78 @@ def generate_ai_message(
             # a loop or a copied text: retry with a repeat penalty as well as the reason
             request_settings = request.settings.model_copy(update={"repeat_penalty": 1.15})
             profile = _with_generation(profile, request_settings)
+    if record.status != "success" and _may_extract(
+        record, purpose, has_results or bool(notes), call_required
+    ):
+        _extract(record, messages, engine_backend, profile, answer_schema, notes)
     if record.status != "success":
         record.parse["attempts"] = len(record.attempts)
     record.latency_ms = round((time.perf_counter() - started) * 1000, 1)
     return record
+
+
+def _result_texts(turn: list[dict[str, Any]]) -> list[str]:
+    """The outputs of the turn's successful tool calls, as text (what an answer may cite)."""
+    texts = []
+    for message in turn:
+        if message.get("role") != "tool":
+            continue
+        result = read_tool_result(message)
+        if result["status"] == "success":
+            output = result["output"]
+            texts.append(
+                output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+            )
+    return texts
+
+
+def _may_extract(record: Decision, purpose: str, has_results: bool, call_required: bool) -> bool:
+    """Whether a failed decision may end in an extracted answer: the model was to answer
+    after tool results and wrote nothing usable (not a backend failure or a timeout)."""
+    error = record.error
+    if error is None or not has_results or call_required or purpose == "plan":
+        return False
+    if purpose == "final":
+        return error.type in ("bad_reply", "parse_error")
+    return error.type == "bad_reply"
+
+
+def _extract(
+    record: Decision,
+    messages: list[dict[str, Any]],
+    backend: Backend,
+    profile: Profile,
+    answer_schema: dict[str, Any] | None,
+    notes: list[str],
+) -> None:
+    """Make ``record`` a success whose answer is the passage of the tool results that
+    answers the question (``lokal.llm.extract``), when there is one; without tool results,
+    the memory note that does (notes were selected for the question)."""
+    if answer_schema is not None:
+        return
+    try:
+        extracted = extract_answer(messages, backend=backend, settings=profile.generation)
+        if extracted is None and notes:
+            extracted = choose_passage(
+                last_user_text(messages),
+                [Passage(note, "memory") for note in notes],
+                backend=backend,
+                settings=profile.generation,
+            )
+    except BackendError:
+        extracted = None
+    if extracted is None:
+        return
+    failed = record.error
+    record.status, record.error = "success", None
+    record.ai_message = make_ai_message(extracted.text)
+    record.parse = {
+        "format": "extracted",
+        "answer_source": "extracted",
+        "extracted": extracted.to_dict(),
+        "model_failed": failed.to_dict() if failed else None,
+        "attempts": len(record.attempts),
+    }
 
 
 def _fit_prompt(

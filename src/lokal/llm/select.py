@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -58,6 +59,9 @@ BACKGROUND = (
     "What is the meaning of life?",
     "How do I make friends in a new city?",
 )
+
+
+_QUERIES = 256  # question vectors a selector keeps
 
 
 class _Embedder(Protocol):
@@ -204,6 +208,24 @@ class ToolSelector:
         self._background: np.ndarray | None = None
         self._lock = threading.Lock()
         self._dense_error: str | None = None
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # the latest questions
+
+    def _query_vector(self, query: str) -> np.ndarray | None:
+        """``query``'s vector (as a 1-row array), from the cache of the last ``_QUERIES``
+        questions: every decision of a run, and every request of a served conversation until
+        its next question, ranks the tools against the same question."""
+        with self._lock:
+            vector = self._queries.get(query)
+            if vector is not None:
+                self._queries.move_to_end(query)
+                return vector
+        vector = self._embed([query])
+        if vector is not None:
+            with self._lock:
+                self._queries[query] = vector
+                while len(self._queries) > _QUERIES:
+                    self._queries.popitem(last=False)
+        return vector
 
     def _embed(self, texts: list[str]) -> np.ndarray | None:
         if not self._use_embeddings:
@@ -219,6 +241,29 @@ class ToolSelector:
                 self._dense_error = f"embeddings unavailable, BM25 only: {exc}"
                 return None
         return self._embedder.embed(texts)
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray | None:
+        """Unit vectors of ``texts`` by the selector's embedding model (loaded on first use),
+        or None when embeddings are off or cannot load."""
+        return self._embed(texts)
+
+    def load(self) -> bool | None:
+        """Load the embedding model and embed the background requests now, before any tool
+        is known (``lokal serve`` does at start, so that no request does). None when there
+        was nothing to do (loaded already, or embeddings off); else whether dense similarity
+        is available."""
+        with self._lock:
+            if not self._use_embeddings or (
+                self._embedder is not None and self._background is not None
+            ):
+                return None
+            self._background = self._embed(list(BACKGROUND))
+            return self._background is not None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the embedding model is loaded (and the background requests embedded)."""
+        return self._embedder is not None and self._background is not None
 
     def prepare(self, tools: Sequence[ToolSpec]) -> bool | None:
         """Load the embedding model and embed ``tools`` (and the background requests) now,
@@ -271,7 +316,7 @@ class ToolSelector:
         similarity = dict.fromkeys(names, 0.0)
         rankings = [sparse_rank]
         if found is not None:
-            question = self._embed([query])
+            question = self._query_vector(query)
             if question is not None:
                 vectors, hubness = found
                 cosines = vectors @ question[0] - hubness
@@ -331,8 +376,48 @@ def default_selector() -> ToolSelector:
 
 # --- evidence: the passages of tool results closest to the question --------------------------
 
-_LINE_SPLIT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_LINE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+_ENDS = (".", "!", "?", ":", "。", "！", "？")
 _MAX_EVIDENCE_CANDIDATES = 30
+
+
+_ITEM = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*•])\s+(.*)$")
+_ITEM_HEAD = re.compile(r"^(.{1,40}?)\s+(?:-|–|—|:)\s+")
+
+
+def text_passages(text: str) -> list[str]:
+    """The passages of a long text: its sentences (prose lines wrapped at a width joined
+    first), each list item whole (with its wrapped lines), and for a line that introduces a
+    list ("… four parts:") that line with the heads of its items ("… four parts: Model,
+    Tools, Memory, Loop.") — the shortest passage that says what the list holds."""
+    passages: list[str] = []
+    lead: str | None = None  # a line ending in ":" just before a list, maybe a block above
+    for block in re.split(r"\n\s*\n", text):
+        items: list[str] = []
+        prose: list[str] = []
+        for line in (line.rstrip() for line in block.splitlines() if line.strip()):
+            item = _ITEM.match(line)
+            if item:
+                if not items and prose and prose[-1].endswith(":"):
+                    lead = prose[-1]
+                items.append(item.group(1).strip())
+            elif items and line[:1].isspace():  # a wrapped line of the item above
+                items[-1] += " " + line.strip()
+            elif prose and len(prose[-1]) >= 50 and not prose[-1].endswith(_ENDS):
+                prose[-1] += " " + line.strip()  # a prose line wrapped at a width
+            else:
+                prose.append(line.strip())
+        for line in prose:
+            for sentence in _LINE_SPLIT.split(line):
+                sentence = sentence.strip(" -*#|>\t")
+                if len(sentence) > 3:
+                    passages.append(sentence[:300])
+        passages += [item[:300] for item in items]
+        heads = [m.group(1) for m in map(_ITEM_HEAD.match, items) if m]
+        if items and lead is not None and len(heads) == len(items):
+            passages.append(f"{lead} {', '.join(heads)}."[:300])
+        lead = prose[-1] if not items and prose and prose[-1].endswith(":") else None
+    return list(dict.fromkeys(passages))
 
 
 def _result_passages(output: Any, echoes: set[str]) -> list[str]:
@@ -356,62 +441,104 @@ def _result_passages(output: Any, echoes: set[str]) -> list[str]:
             if len(text) <= 80:
                 passages.append(f"{key}: {text}" if key else text)
                 return
-            for line in _LINE_SPLIT.split(text):
-                line = line.strip(" -*#|>\t")
-                if len(line) > 3:
-                    passages.append(line[:300])
+            passages.extend(text_passages(text))
 
     walk(output, "")
     return list(dict.fromkeys(passages))
 
 
-def evidence(
-    messages: Sequence[dict[str, Any]], *, k: int = 1, selector: ToolSelector | None = None
-) -> list[str]:
-    """The ``k`` passages of the latest tool results that match the last question best
-    (BM25 picks up to 30 candidates, MiniLM ranks them; BM25 alone without embeddings)."""
+@dataclass(frozen=True)
+class Passage:
+    """A passage of a tool result, with the tool that returned it and the file it read
+    (the call's ``path`` argument, when it had one)."""
+
+    text: str
+    tool: str
+    file: str | None = None
+    failed: bool = False
+
+    @property
+    def origin(self) -> str:
+        return f"{self.tool} ({self.file})" if self.file else self.tool
+
+
+def result_passages(messages: Sequence[dict[str, Any]]) -> list[Passage]:
+    """The passages of the tool results that follow the last assistant message (the latest
+    round of calls), in order, each once; a failed call gives one passage saying so."""
     from lokal.messages import read_tool_result
-    from lokal.rag.retrieval import BM25Index
 
     trailing = []
     for message in reversed(messages):
         if message.get("role") != "tool":
             break
         trailing.insert(0, message)
-    if not trailing:
-        return []
     calls = {
         c.get("id"): c
         for m in messages
         if m.get("role") == "assistant"
         for c in m.get("tool_calls") or []
     }
-    passages: list[str] = []
+    passages: list[Passage] = []
+    seen: set[str] = set()
     for message in trailing:
         result = read_tool_result(message)
+        call = calls.get(message.get("tool_call_id")) or {}
+        tool = str(message.get("name") or call.get("name") or "tool")
+        args = call.get("args") or {}
+        path = args.get("path") or args.get("file") or args.get("filename")
+        file = str(path) if isinstance(path, str) and path else None
         if result["status"] != "success":
-            failure = f"{message.get('name', 'tool')} failed: {result['error']}"
-            passages += [failure[:300]] if failure not in passages else []
+            failure = f"{tool} failed: {result['error']}"[:300]
+            if failure not in seen:
+                seen.add(failure)
+                passages.append(Passage(failure, tool, file, failed=True))
             continue
-        args = (calls.get(message.get("tool_call_id")) or {}).get("args") or {}
         echoes = {str(v).strip() for v in args.values()}
-        passages += [p for p in _result_passages(result["output"], echoes) if p not in passages]
+        for text in _result_passages(result["output"], echoes):
+            if text not in seen:
+                seen.add(text)
+                passages.append(Passage(text, tool, file))
+    return passages
+
+
+def rank_passages(
+    question: str,
+    passages: Sequence[Passage],
+    *,
+    k: int = 1,
+    selector: ToolSelector | None = None,
+) -> list[Passage]:
+    """The ``k`` passages that match ``question`` best (BM25 picks up to 30 candidates,
+    MiniLM ranks them; BM25 alone without embeddings)."""
+    from lokal.rag.retrieval import BM25Index
+
     if len(passages) <= k:
-        return passages
-    question = last_user_text(messages)
+        return list(passages)
+    texts = [p.text for p in passages]
     ranked = [
-        p
-        for p, _ in BM25Index(passages, [bm25_text(p) for p in passages]).search(
+        i
+        for i, _ in BM25Index(list(range(len(texts))), [bm25_text(t) for t in texts]).search(
             bm25_text(question), k=_MAX_EVIDENCE_CANDIDATES
         )
     ]
-    pool = (
-        ranked + [p for p in passages if p not in ranked][: _MAX_EVIDENCE_CANDIDATES - len(ranked)]
-    )
+    rest = [i for i in range(len(texts)) if i not in ranked]
+    pool = ranked + rest[: _MAX_EVIDENCE_CANDIDATES - len(ranked)]
     selector = selector or default_selector()
-    vectors = selector._embed([question, *pool])
+    vectors = selector.embed_texts([question, *(texts[i] for i in pool)])
     if vectors is None:
-        return pool[:k]
+        return [passages[i] for i in pool[:k]]
     cosines = vectors[1:] @ vectors[0]
     order = np.argsort(-cosines, kind="stable")[:k]
-    return [pool[i] for i in order]
+    return [passages[pool[i]] for i in order]
+
+
+def evidence(
+    messages: Sequence[dict[str, Any]], *, k: int = 1, selector: ToolSelector | None = None
+) -> list[str]:
+    """The ``k`` passages of the latest tool results that match the last question best
+    (``rank_passages`` over ``result_passages``)."""
+    passages = result_passages(messages)
+    if not passages:
+        return []
+    question = last_user_text(list(messages))
+    return [p.text for p in rank_passages(question, passages, k=k, selector=selector)]

@@ -399,6 +399,8 @@ class StagedEngine:
         self._param_name = ""
         self.deadline = deadline  # time.perf_counter() value after which the decision stops
         self._per_continuation = 0.0  # seconds per scored continuation, last measured
+        self._per_token = 0.0  # seconds per generated token, last measured
+        self._generated = False  # whether _per_token was measured by a generation
         self.stage = "answer or call"
         self.found: list[dict[str, Any]] = []  # the calls completed so far
         self.pending: dict[str, Any] | None = None  # the call being filled
@@ -419,7 +421,11 @@ class StagedEngine:
         started = time.perf_counter()
         scores = self.backend.score(replace(self.request, prefix=prefix), continuations)
         if continuations and prefix:  # without a prefix the time is the prompt's reading
-            self._per_continuation = (time.perf_counter() - started) / len(continuations)
+            spent = time.perf_counter() - started
+            self._per_continuation = spent / len(continuations)
+            if not self._generated:  # the pace per token until a generation measures it
+                tokens = sum(max(1, len(c) // 4) for c in continuations)
+                self._per_token = spent / tokens
         seen = getattr(self.backend, "last_score", None) or {}
         if not prefix and seen:  # the prompt itself, before any part of the reply
             self.usage.prompt_tokens = max(self.usage.prompt_tokens, seen["prompt_tokens"])
@@ -433,9 +439,10 @@ class StagedEngine:
         self._check_time()
         limit = min(self.request.settings.max_new_tokens, max_tokens)
         shortened = False
-        if self.deadline is not None and self._per_continuation > 0:
-            # a generation is not interrupted: it gets the tokens the time left allows
-            fit = int((self.deadline - time.perf_counter()) / self._per_continuation)
+        if self.deadline is not None and self._per_token > 0:
+            # a generation is not interrupted: it gets the tokens the time left allows (at
+            # the pace of the last generation; a scored continuation costs more than a token)
+            fit = int((self.deadline - time.perf_counter()) / self._per_token)
             if fit < limit:
                 limit, shortened = max(1, fit), True
         settings = self.request.settings.model_copy(update={"max_new_tokens": limit})
@@ -450,7 +457,8 @@ class StagedEngine:
             )
         )
         if completion.completion_tokens:
-            self._per_continuation = (time.perf_counter() - started) / completion.completion_tokens
+            self._per_token = (time.perf_counter() - started) / completion.completion_tokens
+            self._generated = True
         if shortened and completion.finish_reason == "length":
             self.trace["continuations_scored"] = self.scored
             self.trace["stopped_generation"] = completion.text

@@ -85,6 +85,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE notes_new RENAME TO notes;
         """,
     ),
+    (
+        # the process that writes a run ("host:pid"), so that a run left without a status can
+        # be told apart: still going on, or its process gone (killed); see
+        # ConversationStore.history
+        "004_runs_owner",
+        "ALTER TABLE runs ADD COLUMN owner TEXT;",
+    ),
 ]
 
 

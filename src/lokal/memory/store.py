@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lokal.llm.checks import GLOBAL_HEADING, NOTES_HEADING
 from lokal.memory.conversations import ConversationRecorder, ConversationStore
 from lokal.paths import embedding_cache_path
 from lokal.paths import memory_dir as default_memory_dir
@@ -184,7 +185,7 @@ class Memory:
         parts = []
         text = self.global_text()
         if text:
-            parts.append("Global memory (always true for this user):\n" + text)
+            parts.append(GLOBAL_HEADING + "\n" + text)
         selected = self.select(question)
         if self.last_selection is not None:
             self.last_selection["global_chars"] = len(text)
@@ -195,7 +196,7 @@ class Memory:
                 if is_model_written(note):
                     source += "; written by the model, may be wrong"
                 lines.append(f"- {note['text']} (source: {source})")
-            parts.append("Notes relevant to this question:\n" + "\n".join(lines))
+            parts.append(NOTES_HEADING + "\n" + "\n".join(lines))
         return [{"role": "system", "content": "\n\n".join(parts)}] if parts else []
 
     def save(self, result: Any) -> None:

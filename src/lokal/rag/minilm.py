@@ -12,9 +12,13 @@ says. ``tests/test_minilm.py`` checks the vectors against sentence-transformers'
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +104,30 @@ class MiniLM:
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
+        with self._lock, _one_blas_thread():
             encodings = self.tokenizer.encode_batch(list(texts))
-        return np.stack([self._encode_one(e.ids) for e in encodings]).astype(np.float32)
+            vectors = [self._encode_one(e.ids) for e in encodings]
+        return np.stack(vectors).astype(np.float32)
+
+
+@functools.cache
+def _blas() -> Any:
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController().select(user_api="blas")
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """NumPy's BLAS on one thread while MiniLM encodes (under the encoder's lock, so the
+    limits of two threads never interleave). Its matrix products are small; on 2 cores,
+    OpenBLAS's threads made a short question take 300 ms instead of 36 ms, and far more when
+    the cores were busy (a server's requests, a model generating): docs/performance.md."""
+    blas = _blas()
+    if blas is None or not blas.lib_controllers:
+        yield
+        return
+    with blas.limit(limits=1):
+        yield

@@ -15,6 +15,7 @@ queue at once, and a generation under way stops at its next token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import sys
@@ -29,6 +30,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from lokal.config import Profile, load_profile, read_config
 from lokal.errors import ConfigError, LokalError
@@ -46,10 +48,18 @@ from lokal.viewer.routes import traces_router
 
 SERVER_TOOL_ROUNDS = 4  # decisions that may call the server's own tools, per request
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_QUEUE", "JsonLog", "create_app", "served_names"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_QUEUE",
+    "JsonLog",
+    "create_app",
+    "served_names",
+]
 
 DEFAULT_MAX_QUEUE = 8
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds for a request's whole body to arrive
 REMOTE_BACKENDS = frozenset({"openai"})
 _POLL_SECONDS = 0.1  # how often a waiting request checks that its client is still there
 
@@ -124,8 +134,9 @@ class _LogRequests:
 
         try:
             await self.app(scope, receive, sending)
-        except Exception:
-            status.setdefault("code", 500)  # answered by the server-error handler
+        except Exception as exc:
+            status.setdefault("code", 500)  # answered by the server-error handler, after this
+            entry.setdefault("error", f"{type(exc).__name__}: {exc}")
             raise
         finally:
             client = scope.get("client")
@@ -140,6 +151,64 @@ class _LogRequests:
                     **entry,
                 }
             )
+
+
+class _BodyTimeout:
+    """Pure ASGI middleware: a request's body must arrive within ``seconds`` of its headers
+    (uvicorn waits for a body forever). ``receive`` is wrapped with that deadline while the
+    body is incomplete; past it, the handler reading the body gets a 408 APIError (answered
+    in OpenAI's shape with ``Connection: close``), so a client that declares more bytes than
+    it sends holds neither the connection nor the handler."""
+
+    def __init__(self, app: Any, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        deadline = asyncio.get_running_loop().time() + self.seconds
+        complete = False
+        started = False
+
+        async def timed_receive() -> dict:
+            nonlocal complete
+            if complete:  # the body is in: waiting for a disconnect is not timed
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                complete = True
+                raise _body_timeout(self.seconds) from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                complete = True
+            return message
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, sending)
+        except wire.APIError as exc:  # raised where no handler answers it
+            if started or exc.status != 408:
+                raise
+            await JSONResponse(exc.body(), status_code=408, headers=exc.headers)(
+                scope, receive, send
+            )
+
+
+def _body_timeout(seconds: float) -> wire.APIError:
+    return wire.APIError(
+        f"the request body did not arrive within {seconds:g} s (lokal serve --body-timeout)",
+        status=408,
+        code="request_timeout",
+        headers={"Connection": "close"},
+    )
 
 
 def served_names(
@@ -173,6 +242,7 @@ def create_app(
     api_key: str | None = None,
     max_queue: int = DEFAULT_MAX_QUEUE,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     remote_concurrency: int = 16,
     log: Callable[[dict[str, Any]], None] | str | Path | None = None,
     server_tools: ToolRegistry | None = None,
@@ -185,8 +255,10 @@ def create_app(
     ``profile`` is the default profile (listed first); ``backend`` replaces every profile's
     backend with an instance (tests: a ScriptedBackend); ``backend_name`` and
     ``tool_calling`` override every profile's. ``api_key``: requests without ``Authorization:
-    Bearer <key>`` get 401. ``log``: a callable taking each request's entry, or a file path
-    (default: one JSON line per request on stderr). ``server_tools``: tools the server runs
+    Bearer <key>`` get 401. ``body_timeout``: seconds for a request's body to arrive after
+    its headers, else 408 and the connection closed (None: no limit). ``log``: a callable
+    taking each request's entry, or a file path (default: one JSON line per request on
+    stderr). ``server_tools``: tools the server runs
     itself (``lokal serve --mcp``): offered to the model beside the request's tools; a reply
     that calls them is answered by running them and deciding again, and the client sees only
     its own tools' calls or the answer (the server's runs are listed in ``lokal.server_tools``).
@@ -227,6 +299,8 @@ def create_app(
             profiles[name] = loaded
         return profiles[name]
 
+    resolved: dict[str, tuple[_Reporting, Slots]] = {}  # a profile's, once it is loaded
+
     def engine_for(chosen: Profile) -> tuple[_Reporting, Slots]:
         inner = backend if backend is not None else get_backend(chosen)
         key = id(inner)
@@ -234,6 +308,7 @@ def create_app(
             remote = backend is None and chosen.backend in REMOTE_BACKENDS
             slots = Slots(remote_concurrency if remote else 1, max_queue)
             engines[key] = (_Reporting(inner), slots)
+        resolved[chosen.name] = engines[key]
         return engines[key]
 
     # profiles that cannot load here (a model folder or file that is not there, a backend's
@@ -250,7 +325,20 @@ def create_app(
                 unavailable[name] = reason
         names = [name for name in names if name not in unavailable]
 
-    app = FastAPI(title="lokal serve", docs_url=None, redoc_url=None, openapi_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> Any:
+        # what every request of a profile uses is loaded before the first one comes
+        served = []
+        for name in names:
+            with contextlib.suppress(LokalError):  # a request for it says why
+                served.append(load(name))
+        await asyncio.to_thread(_load_at_start, served, backend, logger)
+        yield
+
+    app = FastAPI(
+        title="lokal serve", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.state.names = names
     app.state.unavailable = unavailable
     app.state.engines = engines
@@ -287,7 +375,9 @@ def create_app(
         if entry is not None:
             entry["error"] = f"{type(exc).__name__}: {exc}"
         body = wire.error_body(f"internal error: {type(exc).__name__}", "server_error")
-        return JSONResponse(body, status_code=500)
+        # Starlette raises the exception again after this reply, and uvicorn then closes the
+        # connection: the client is told so, rather than finding it closed under its next request
+        return JSONResponse(body, status_code=500, headers={"Connection": "close"})
 
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
@@ -325,7 +415,11 @@ def create_app(
     async def chat(request: Request) -> Response:
         entry = request.scope.setdefault("lokal_log", {})
         authorize(request)
-        body = await _read_body(request, max_body_bytes)
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except ClientDisconnect:  # the client left before its body was in
+            entry["disconnected"] = "sending"
+            return Response(status_code=499)
         parsed = wire.parse_request(body)
         entry.update(model=parsed.model, stream=bool(parsed.stream))
         if parsed.model not in names:
@@ -337,7 +431,9 @@ def create_app(
         prepared = wire.prepare(parsed, chosen)
         loop = asyncio.get_running_loop()
         try:
-            engine, slots = await loop.run_in_executor(executor, engine_for, chosen)
+            # loading a model blocks: in a worker thread, once; then no thread hop
+            known = resolved.get(chosen.name)
+            engine, slots = known or await loop.run_in_executor(executor, engine_for, chosen)
         except LokalError as exc:  # found only when loading: not retried, and not listed again
             unavailable[parsed.model] = str(exc)
             if parsed.model in names:
@@ -360,7 +456,10 @@ def create_app(
                 status=429,
                 type="rate_limit_error",
                 code="queue_full",
-                headers={"Retry-After": str(exc.retry_after)},
+                headers={
+                    "Retry-After": str(exc.retry_after),
+                    "retry-after-ms": str(exc.retry_after_ms),
+                },
             ) from None
         except _ClientGone:
             entry["disconnected"] = "queued"
@@ -381,6 +480,7 @@ def create_app(
             started = time.perf_counter()
             try:
                 decision = _decide(chosen, prepared, engine, cancel, streamer, post, server_tools)
+                _give_call_ids(decision)  # before it is recorded: the ids the client gets
                 if conversations is not None:
                     _record(conversations, conversation, prepared, decision, chosen)
                 if streamer is not None:
@@ -420,8 +520,63 @@ def create_app(
         calls = wire.openai_tool_calls(decision) if decision.ok else []
         return JSONResponse(wire.completion_response(decision, chosen, calls, wire.completion_id()))
 
+    if body_timeout:
+        app.add_middleware(_BodyTimeout, seconds=body_timeout)
     app.add_middleware(_LogRequests, log=logger)
     return app
+
+
+_ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+            "required": ["message", "type", "param", "code"],
+        }
+    },
+    "required": ["error"],
+}
+_ERRORS = {
+    "400": "a bad request, `param` naming the field",
+    "401": "missing or wrong API key",
+    "404": "model_not_found",
+    "408": "the body did not arrive within --body-timeout",
+    "429": "queue_full, with Retry-After",
+    "500": "no_valid_reply, model_not_loadable, or an unexpected error",
+}
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The app's OpenAPI schema (not served: no /openapi.json, no /docs) with what FastAPI
+    cannot see, since the handler checks the body itself: the chat completions request
+    (``wire.ChatRequest``) and OpenAI's error shape. The fuzz tests are generated from it."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        from lokal import __version__
+
+        schema = get_openapi(title=app.title, version=__version__, routes=app.routes)
+        body = wire.ChatRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas.update(body.pop("$defs", {}), ChatRequest=body, Error=_ERROR_SCHEMA)
+        operation = schema["paths"]["/v1/chat/completions"]["post"]
+        request = {"$ref": "#/components/schemas/ChatRequest"}
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": request}},
+        }
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        operation["responses"].update(
+            {code: {"description": what, "content": error} for code, what in _ERRORS.items()}
+        )
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def _model_not_found(name: str, names: list[str], unavailable: dict[str, str]) -> wire.APIError:
@@ -441,6 +596,52 @@ def _model_not_found(name: str, names: list[str], unavailable: dict[str, str]) -
         code="model_not_found",
         headers={"x-should-retry": "false"},
     )
+
+
+def _ranks_tools(profile: Profile, backend: Backend | None) -> bool:
+    """Whether the decisions of ``profile`` rank the tools on offer with the embedding model
+    (``lokal.llm.decide._preselect``): it preselects (``preselect_k``), or decides in stages
+    on a backend that scores (of the shipped ones, llama.cpp's; a given one is asked)."""
+    settings = profile.tool_calling
+    if settings.preselect_k is not None:
+        return True
+    if settings.mode != "staged":
+        return False
+    if backend is not None:
+        from lokal.llm.staged import can_score
+
+        return can_score(backend)
+    return profile.backend == "llamacpp"
+
+
+def _load_at_start(
+    profiles: list[Profile], backend: Backend | None, log: Callable[[dict[str, Any]], None]
+) -> None:
+    """Load the embedding model of tool preselection when a served profile ranks tools,
+    so that no request waits for it; one log line (``event: model_load``) says so."""
+    users = [p.name for p in profiles if _ranks_tools(p, backend)]
+    if not users:
+        return
+    from lokal.llm.select import default_selector
+    from lokal.rag.embeddings import MINILM
+
+    started = time.perf_counter()
+    selector = default_selector()
+    dense = selector.load()
+    if dense is None:  # loaded already in this process, or off
+        return
+    entry: dict[str, Any] = {
+        "ts": round(time.time(), 3),
+        "event": "model_load",
+        "component": "embeddings",
+        "model": MINILM,
+        "duration_s": round(time.perf_counter() - started, 4),
+        "dense": dense,
+        "profiles": users,
+    }
+    if not dense:
+        entry["error"] = selector._dense_error
+    log(entry)
 
 
 def _unavailable(profile: Profile) -> str | None:
@@ -544,6 +745,15 @@ async def _acquire(request: Request, slots: Slots) -> None:
             raise _ClientGone()
 
 
+def _give_call_ids(decision: Decision) -> None:
+    """Give the reply's calls the ids the client gets (``call_`` and 24 hex digits, unique
+    across conversations, where the decision numbers them ``call_001``…)."""
+    message = decision.ai_message
+    if message and message.get("tool_calls"):
+        calls = [{**call, "id": wire.new_call_id()} for call in message["tool_calls"]]
+        decision.ai_message = {**message, "tool_calls": calls}
+
+
 def _record(
     store: ConversationStore,
     conversation: str,
@@ -551,10 +761,15 @@ def _record(
     decision: Decision,
     profile: Profile,
 ) -> None:
-    """One request as one run of ``conversation``: the last user message and the reply."""
+    """One request as one run of ``conversation``: the request's messages the conversation
+    does not hold yet (the question; the results of the calls the client was given, which
+    it sends back with the whole conversation), then the reply, its calls under the ids the
+    client got; so that ``lokal run --conversation`` continues it as it happened."""
     question = last_user_text(prepared.messages)
+    new = store.unstored(conversation, prepared.messages)
     run_id = store.start_run(conversation, question, profile.name)
-    store.append(run_id, {"role": "user", "content": question})
+    for message in new:
+        store.append(run_id, message)
     if decision.ai_message is not None:
         store.append(
             run_id,

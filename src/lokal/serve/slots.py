@@ -12,11 +12,15 @@ __all__ = ["QueueFull", "Slots"]
 
 
 class QueueFull(Exception):
-    """Every slot is busy and the queue is full; ``retry_after`` is a guess in seconds."""
+    """Every slot is busy and the queue is full; ``retry_after`` is a guess in whole seconds
+    (the ``Retry-After`` header), ``retry_after_ms`` the same guess in milliseconds (the
+    ``retry-after-ms`` header, which the OpenAI SDKs read first): the time the requests
+    ahead take, which for a fast model is far less than a second."""
 
-    def __init__(self, retry_after: int) -> None:
+    def __init__(self, retry_after: int, retry_after_ms: int | None = None) -> None:
         super().__init__(f"the queue is full; retry after {retry_after} s")
         self.retry_after = retry_after
+        self.retry_after_ms = retry_after * 1000 if retry_after_ms is None else retry_after_ms
 
 
 class Slots:
@@ -26,13 +30,14 @@ class Slots:
         self.running = 0
         self.waiting = 0
         self._semaphore = asyncio.Semaphore(concurrency)
-        self._seconds = 1.0  # moving average of a request's time in its slot
+        self._seconds = 1.0  # moving average of a request's time in its slot (a guess first)
+        self._measured = False
 
     async def acquire(self) -> None:
         """Wait for a slot; QueueFull when none is free and the queue is full."""
         if self.running >= self.concurrency and self.waiting >= self.max_queue:
-            ahead = self.waiting + 1
-            raise QueueFull(max(1, math.ceil(self._seconds * ahead / self.concurrency)))
+            wait = self._seconds * (self.waiting + 1) / self.concurrency
+            raise QueueFull(max(1, math.ceil(wait)), max(1, math.ceil(wait * 1000)))
         self.waiting += 1
         try:
             await self._semaphore.acquire()
@@ -43,7 +48,8 @@ class Slots:
     def release(self, seconds: float | None = None) -> None:
         """Free a slot; ``seconds``: how long it was held (for Retry-After)."""
         if seconds is not None:
-            self._seconds = 0.8 * self._seconds + 0.2 * seconds
+            self._seconds = 0.8 * self._seconds + 0.2 * seconds if self._measured else seconds
+            self._measured = True
         self.running -= 1
         self._semaphore.release()
 

@@ -9,6 +9,7 @@ names the field (``messages[2].tool_call_id``, ``tools[0]``), as OpenAI's API wo
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lokal.config import GenerationSettings, Profile
 from lokal.errors import ConfigError, MessageError
-from lokal.messages import from_openai_message, repair_conversation
+from lokal.messages import from_openai_message, read_tool_result, repair_conversation
 from lokal.records import Decision
 from lokal.tools.schema import tool_specs
 
@@ -85,7 +86,46 @@ class _Model(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
 
 
+# The JSON Schemas below (app.openapi(), which the fuzz tests generate requests from) also
+# state the rules the handler checks after the models: each role's required fields, text
+# parts only, n = 1. Validation itself is the models' and prepare's, with their messages.
+
+
+def _text_parts_only(schema: dict[str, Any]) -> None:
+    schema["properties"]["type"] = {"const": "text", "title": "Type", "type": "string"}
+    schema["properties"]["text"] = {"title": "Text", "type": "string"}
+    schema["required"] = ["type", "text"]
+
+
+def _fields_by_role(schema: dict[str, Any]) -> None:
+    text = {"anyOf": [{"type": "string", "minLength": 1}, {"type": "array", "minItems": 1}]}
+    schema["anyOf"] = [
+        {
+            "properties": {"role": {"enum": ["system", "developer", "user"]}},
+            "required": ["content"],
+            "not": {"properties": {"content": {"type": "null"}}},
+        },
+        {
+            "properties": {"role": {"const": "assistant"}, "content": text},
+            "required": ["content"],
+        },
+        {
+            "properties": {
+                "role": {"const": "assistant"},
+                "tool_calls": {"type": "array", "minItems": 1},
+            },
+            "required": ["tool_calls"],
+        },
+        {
+            "properties": {"role": {"const": "tool"}, "tool_call_id": {"minLength": 1}},
+            "required": ["tool_call_id"],
+        },
+    ]
+
+
 class _Part(_Model):
+    model_config = ConfigDict(json_schema_extra=_text_parts_only)
+
     type: str
     text: str | None = None
 
@@ -102,6 +142,8 @@ class _ToolCall(_Model):
 
 
 class Message(_Model):
+    model_config = ConfigDict(json_schema_extra=_fields_by_role)
+
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[_Part] | None = None
     name: str | None = None
@@ -178,7 +220,7 @@ class ChatRequest(_Model):
     response_format: ResponseFormat | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    n: int | None = Field(None, ge=1)
+    n: int | None = Field(None, ge=1, json_schema_extra={"maximum": 1})
     user: str | None = Field(None, max_length=200)  # names the conversation a run is kept in
 
 
@@ -197,6 +239,70 @@ def _param(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unencodable(value: Any) -> str | None:
+    """Where in ``value`` (``".messages[0].content"``; ``""``: itself; for a key, the object
+    holding it) there is text that UTF-8 cannot encode, or None. Such text is a lone
+    surrogate: JSON's ``"\\ud800"`` decodes to one, and SQLite, the log, the traces and a
+    model's tokenizer all fail on it."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:  # depth-first in document order, without recursion (JSON may nest deep)
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return where
+        elif isinstance(item, dict):
+            if any(_SURROGATE.search(str(key)) for key in item):
+                return where
+            stack.extend((f"{where}.{key}", sub) for key, sub in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}[{i}]", sub) for i, sub in reversed(list(enumerate(item))))
+    return None
+
+
+MAX_SCHEMA_DEPTH = 64  # objects and arrays inside one another in a tool's or reply's schema
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in ``value`` (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend(
+                (sub, level + 1) for sub in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
+def _check_schema_depth(schema: Any, param: str) -> None:
+    """APIError naming ``param`` for a schema nested deeper than any tool needs: the schema
+    checks, the grammar and the prompt all walk it recursively."""
+    if _depth(schema) > MAX_SCHEMA_DEPTH:
+        raise APIError(
+            f"{param}: the schema nests objects and arrays more than {MAX_SCHEMA_DEPTH} deep",
+            param=param,
+        )
+
+
+def _check_text(value: Any, param: str, *, decoded: bool = False) -> None:
+    """APIError naming the field when ``value`` holds text UTF-8 cannot encode (the message
+    never quotes the text: it could not be sent either). ``decoded``: ``value`` was decoded
+    from the JSON text of field ``param``, which is then the name given."""
+    where = _unencodable(value)
+    if where is None:
+        return
+    name = param if decoded else (param + where).lstrip(".") or "body"
+    raise APIError(
+        f"{name}: the text is not valid Unicode (a lone surrogate such as \\ud800, which "
+        "UTF-8 cannot encode)",
+        param=name,
+    )
+
+
 def parse_request(body: bytes) -> ChatRequest:
     """The request, checked; APIError naming the first bad field."""
     try:
@@ -205,6 +311,7 @@ def parse_request(body: bytes) -> ChatRequest:
         raise APIError(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise APIError("the request body must be a JSON object")
+    _check_text(data, "")
     try:
         return ChatRequest.model_validate(data)
     except ValidationError as exc:
@@ -279,6 +386,12 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
             converted.append(from_openai_message(raw))
         except MessageError as exc:
             raise APIError(f"{where}.{exc}", param=f"{where}.tool_calls") from None
+        # text decoded from JSON inside a string (arguments, a tool's result) is checked too
+        for j, call in enumerate(converted[-1].get("tool_calls") or []):
+            param = f"{where}.tool_calls[{j}].function.arguments"
+            _check_text(call.get("args"), param, decoded=True)
+        if role == "tool":
+            _check_text(read_tool_result(converted[-1]), f"{where}.content", decoded=True)
     kept, repairs = repair_conversation(converted)
     for repair in repairs:
         wording = _PAIRING.get(repair["kind"])
@@ -298,6 +411,7 @@ def _tools(request: ChatRequest) -> list[dict[str, Any]]:
         if name in seen:
             raise APIError(f"tools[{i}]: a second tool named {name!r}", param=f"tools[{i}]")
         seen.add(name)
+        _check_schema_depth(tool.function.parameters, f"tools[{i}].function.parameters")
         try:
             tool_specs([entry])
         except ConfigError as exc:
@@ -345,6 +459,7 @@ def _response_format(request: ChatRequest) -> dict[str, Any] | None:
     from lokal.tools.schema import check_json_schema, check_local_refs
 
     param = "response_format.json_schema.schema"
+    _check_schema_depth(form.json_schema.schema_, param)
     try:
         check_json_schema(form.json_schema.schema_)
         check_local_refs(form.json_schema.schema_, param)
@@ -410,11 +525,12 @@ def new_call_id() -> str:
 
 
 def openai_tool_calls(decision: Decision) -> list[dict[str, Any]]:
-    """The decision's calls in OpenAI form, with fresh ``call_...`` ids (unique across a
-    conversation) and ``arguments`` always a JSON object string (``"{}"`` when empty)."""
+    """The decision's calls in OpenAI form, under their ids (``lokal serve`` gives them
+    fresh ``call_...`` ids, unique across conversations, before a reply is recorded) and
+    ``arguments`` always a JSON object string (``"{}"`` when empty)."""
     return [
         {
-            "id": new_call_id(),
+            "id": call.get("id") or new_call_id(),
             "type": "function",
             "function": {
                 "name": call["name"],
@@ -443,6 +559,10 @@ def lokal_info(decision: Decision, profile: Profile) -> dict[str, Any]:
         "profile": profile.name,
         "tool_calling": decision.tool_calling,
     }
+    if parse.get("answer_source"):  # model, quoted or extracted (lokal.runtime)
+        info["answer_source"] = parse["answer_source"]
+    if parse.get("checks"):
+        info["checks"] = parse["checks"]
     if parse.get("dropped_calls"):
         info["dropped_calls"] = parse["dropped_calls"]
     if parse.get("server_tools"):

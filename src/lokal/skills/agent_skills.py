@@ -31,7 +31,16 @@ from lokal.skills.sandbox import run_sandboxed
 from lokal.skills.workspace import Workspace
 from lokal.tools.registry import Tool, tool
 
-__all__ = ["Skill", "SkillError", "SkillLibrary", "parse_skill_file", "skill_tools"]
+__all__ = [
+    "Skill",
+    "SkillCommand",
+    "SkillError",
+    "SkillLibrary",
+    "command_tools",
+    "documented_commands",
+    "parse_skill_file",
+    "skill_tools",
+]
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.S | re.M)
 _COMMAND_IN_BODY = re.compile(r"\bpython3?\s+scripts/[^\s`\"']+[^\n`\"]*")
@@ -297,6 +306,7 @@ def skill_tools(
         result = run_sandboxed(command=argv, files_from=files, workspace=workspace, **defaults)
         return result.to_dict()
 
+    tools = [*command_tools(library, code_execution)]
     names = library.names()
     if names:
         # The names a model may pass, as an enum (a grammar then cannot invent one), and the
@@ -309,4 +319,120 @@ def skill_tools(
             parameters=parameters,
             description=read_skill.description + "\n\nSkills: " + catalog,
         )
-    return [read_skill, code_execution]
+    return [read_skill, code_execution, *tools]
+
+
+# -- a skill's documented commands as tools ----------------------------------------------
+
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.M)
+
+
+@dataclasses.dataclass(frozen=True)
+class SkillCommand:
+    """A command a skill documents (a fenced one-line ``python scripts/…`` block): its
+    script, sub-command, ``--option value`` pairs as shown, and the heading above it."""
+
+    skill: str
+    script: str
+    subcommand: str | None
+    options: tuple[tuple[str, str], ...]
+    heading: str
+
+    @property
+    def tool_name(self) -> str:
+        stem = self.subcommand or Path(self.script).stem
+        return re.sub(r"[^A-Za-z0-9_]+", "_", f"{self.skill}_{stem}").strip("_")
+
+
+def documented_commands(skill: Skill) -> list[SkillCommand]:
+    """The commands ``skill`` documents in its SKILL.md, each once (by tool name)."""
+    found: dict[str, SkillCommand] = {}
+    for match in _FENCE.finditer(skill.body):
+        lines = [line.strip() for line in match.group(1).splitlines() if line.strip()]
+        if len(lines) != 1 or not _COMMAND_IN_BODY.fullmatch(lines[0]):
+            continue
+        try:
+            argv = shlex.split(lines[0])
+        except ValueError:
+            continue
+        script, rest = argv[1], argv[2:]
+        subcommand = rest.pop(0) if rest and not rest[0].startswith("-") else None
+        options: list[tuple[str, str]] | None = []
+        while rest and options is not None:
+            flag = rest.pop(0)
+            if not flag.startswith("--") or not rest or rest[0].startswith("--"):
+                options = None  # a flag without a value or a second positional: not simple
+            else:
+                options.append((flag[2:], rest.pop(0)))
+        if options is None:
+            continue
+        headings = _HEADING.findall(skill.body[: match.start()])
+        command = SkillCommand(
+            skill.name, script, subcommand, tuple(options), headings[-1] if headings else ""
+        )
+        found.setdefault(command.tool_name, command)
+    return list(found.values())
+
+
+def _command_tool(command: SkillCommand, skill: Skill, code_execution: Tool) -> Tool:
+    """A tool that runs ``command`` with the model's option values through
+    ``code_execution`` (the same sandbox, the same checks)."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for option, example in command.options:
+        name = option.replace("-", "_")
+        if re.fullmatch(r"-?\d+", example):  # a number has a default: the documented value
+            properties[name] = {
+                "type": "integer",
+                "description": f"--{option}, e.g. {example}",
+                "default": int(example),
+            }
+        else:  # a word names what to act on: the question must give it
+            properties[name] = {"type": "string", "description": f"--{option}, e.g. {example!r}"}
+            required.append(name)
+    what = command.heading or (command.subcommand or Path(command.script).stem)
+    description = (
+        f"{what} ({skill.name} skill): {skill.description} Runs "
+        f"`python {command.script}{' ' + command.subcommand if command.subcommand else ''} "
+        f"...` in the sandbox and returns what it prints."
+    )
+
+    def run(**values: Any) -> Any:
+        argv = ["python", command.script, *([command.subcommand] if command.subcommand else [])]
+        for option, _ in command.options:
+            value = values.get(option.replace("-", "_"))
+            if value is not None:
+                argv += [f"--{option}", str(value)]
+        result = code_execution.run({"command": shlex.join(argv), "skill_name": skill.name})
+        if result.get("status") != "ok":  # the script's own message (e.g. the cities it knows)
+            detail = (result.get("stderr") or result.get("stdout") or "").strip()[-1000:]
+            raise RuntimeError(
+                f"{shlex.join(argv)} failed ({result.get('status')}, exit "
+                f"{result.get('exit_code')}): {detail or 'no output'}"
+            )
+        stdout = result.get("stdout") or ""
+        try:
+            return json.loads(stdout)  # a script that prints JSON: its values, not the text
+        except json.JSONDecodeError:
+            return {"stdout": stdout}
+
+    return Tool(
+        name=command.tool_name,
+        description=description,
+        parameters={"type": "object", "properties": properties, "required": required},
+        func=run,
+        timeout=code_execution.timeout,
+    )
+
+
+def command_tools(library: SkillLibrary, code_execution: Tool) -> list[Tool]:
+    """One tool per documented command of every skill (``weather-forecast_current(location)``
+    for ``python scripts/weather_helper.py current --location Beijing``): a small model
+    fills a tool's arguments far more reliably than it writes a command line after reading
+    the instructions."""
+    tools: list[Tool] = []
+    for name in library.names():
+        skill = library.get(name)
+        tools += [_command_tool(c, skill, code_execution) for c in documented_commands(skill)]
+    return tools

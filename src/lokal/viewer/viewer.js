@@ -323,6 +323,7 @@
     }, { prompt_tokens: 0, completion_tokens: 0 });
     var pairs = [["profile", run.profile], ["model", S.model], ["strategy", run.strategy],
       ["status", fin ? fin.status + (fin.stop_reason ? " — " + fin.stop_reason : "") : "running"],
+      ["answer", fin && fin.source ? fin.source : ""],
       ["duration", fin ? secs(fin.duration_s) : (S.tEnd !== null && S.t0 !== null ? secs(S.tEnd - S.t0) + "…" : "")],
       ["tokens", (usage.prompt_tokens || 0) + " in / " + (usage.completion_tokens || 0) + " out"],
       ["steps", S.decisions + " decisions, " + S.tools + " tool runs"],

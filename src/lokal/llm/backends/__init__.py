@@ -20,6 +20,7 @@ __all__ = [
     "Backend",
     "Completion",
     "GenerationRequest",
+    "check_backend",
     "clear_backend_cache",
     "get_backend",
     "register_backend",
@@ -109,15 +110,22 @@ def _resolve(factory: BackendFactory | str) -> BackendFactory:
     return getattr(import_module(module_name), attribute)
 
 
+def check_backend(profile: Profile) -> _Registration:
+    """The registration of ``profile``'s backend, without loading it; a ConfigError naming
+    the available backends when there is none of that name."""
+    registration = _REGISTRY.get(profile.backend)
+    if registration is None:
+        raise ConfigError(
+            f"unknown backend {profile.backend!r} in profile {profile.name!r}; "
+            f"available: {', '.join(sorted(_REGISTRY))}"
+        )
+    return registration
+
+
 def get_backend(profile: Profile) -> Backend:
     """The loaded backend for ``profile``, from the cache when nothing that is loaded changed."""
     name = profile.backend
-    registration = _REGISTRY.get(name)
-    if registration is None:
-        raise ConfigError(
-            f"unknown backend {name!r} in profile {profile.name!r}; "
-            f"available: {', '.join(sorted(_REGISTRY))}"
-        )
+    registration = check_backend(profile)
     key = (name, registration.load_key(profile))
     with _CACHE_LOCK:
         backend = _CACHE.get(key)

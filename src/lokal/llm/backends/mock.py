@@ -8,15 +8,21 @@
 
 It writes text, not messages, so its replies go through the same parser as a real model's:
 the JSON envelope in prompt_json and constrained mode, Qwen3 XML in builtin mode.
+
+For tests only: ``LOKAL_MOCK_DELAY_S`` (seconds) makes every reply take that long, so that a
+test can stop a real ``lokal run`` process in the middle of a decision (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from typing import Any
 
 from lokal.config import Profile
+from lokal.errors import ConfigError
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.messages import current_turn, last_user_text, read_tool_result
 from lokal.progress import report
@@ -33,6 +39,7 @@ PLAN = [
 FAILURE_PREFIX = "工具调用失败，无法完成请求："
 ANSWER_PREFIX = "三条中文要点如下：\n"
 NO_CONTENT = "工具结果未提供可提取内容"
+DELAY_ENV = "LOKAL_MOCK_DELAY_S"  # tests only: seconds every reply takes
 
 
 def _current_turn_tool_messages(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -86,6 +93,13 @@ class MockBackend:
     def generate(self, request: GenerationRequest) -> Completion:
         offered = {(tool.get("function") or tool).get("name") for tool in request.tools or []}
         text = self._reply(request, offered)
+        delay = os.environ.get(DELAY_ENV)
+        if delay:
+            try:
+                seconds = float(delay)
+            except ValueError:
+                raise ConfigError(f"{DELAY_ENV}={delay!r} is not a number of seconds") from None
+            time.sleep(seconds)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
         tokens = max(1, len(text) // 4)
         report(tokens=tokens, text=text)

@@ -1,0 +1,497 @@
+"""Checks of a final answer's text: what users saw go wrong, caught before they read it.
+
+Each check is a small function of the answer and what the answer was written from (the
+question, the tool results of the turn, lokal's own prompt texts, the system prompt with its
+memory notes). A check either *trims* the answer (a repeated block kept once, lokal's label
+removed, an echoed note or a sentence that contradicts the tool results dropped) or asks for
+a *retry* with a reason the model is shown. Every finding is recorded, so the decision says
+what was changed and why (``Finding.to_dict``).
+
+The quoted outputs of issue 20 are the tests (tests/llm/test_checks.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "LABELS",
+    "AnswerContext",
+    "Finding",
+    "check_answer",
+    "glued_words",
+    "note_lines",
+    "quoted_from",
+    "repeated_blocks",
+    "stutter",
+    "unfinished",
+]
+
+# the headings of the system message memory writes (lokal.memory.store), read back here
+GLOBAL_HEADING = "Global memory (always true for this user):"
+NOTES_HEADING = "Notes relevant to this question:"
+# labels lokal writes into prompts and answers; none of them may reach a user
+LABELS = (
+    "Most relevant:",
+    "(From the tool results:",
+    "From the tool results:",
+    GLOBAL_HEADING,
+    NOTES_HEADING,
+)
+_RESULT_LABEL = re.compile(r"^\s*Result of [\w.-]+:\s*|\s*\(source: [^()\n]{1,80}\)", re.MULTILINE)
+
+_SENTENCE_END = ".!?。！？"
+_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?![\w])")
+_DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+# words a finished sentence does not end on
+_OPEN_ENDS = set(
+    [
+        "the",
+        "a",
+        "an",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "of",
+        "to",
+        "and",
+        "or",
+        "but",
+        "with",
+        "by",
+        "for",
+        "in",
+        "on",
+        "at",
+        "from",
+        "as",
+        "than",
+        "that",
+        "which",
+        "who",
+        "whose",
+        "called",
+        "named",
+        "into",
+        "onto",
+        "about",
+        "their",
+        "its",
+        "my",
+        "your",
+        "our",
+        "his",
+        "her",
+        "this",
+        "these",
+        "those",
+    ]
+)
+# common short words that glued text is made of, beside the words of the context
+_COMMON = set(
+    [
+        "the",
+        "a",
+        "an",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "of",
+        "to",
+        "and",
+        "or",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "by",
+        "it",
+        "this",
+        "that",
+        "as",
+        "from",
+        "has",
+        "have",
+        "had",
+        "not",
+        "no",
+        "yes",
+        "most",
+        "more",
+        "data",
+        "file",
+        "files",
+        "result",
+        "results",
+        "answer",
+        "relevant",
+        "tool",
+        "user",
+        "name",
+        "value",
+        "total",
+        "number",
+        "per",
+    ]
+)
+_STOP = _OPEN_ENDS | {"i", "you", "it", "we", "they", "do", "does", "did", "what", "how", "why"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's verdict: ``trimmed`` (the answer was changed, ``detail`` says how) or
+    ``retry`` (the answer cannot be used; ``detail`` is the reason shown to the model)."""
+
+    check: str
+    action: Literal["trimmed", "retry"]
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "action": self.action, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class AnswerContext:
+    """What an answer was written from: the ``question``, the texts of the turn's tool
+    results (``sources``), and the system prompt (``system``: profile lines and memory
+    notes, which the answer may use but should not recite)."""
+
+    question: str = ""
+    sources: Sequence[str] = ()
+    system: str = ""
+    extra_words: frozenset[str] = field(default_factory=frozenset)
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` as sentences and line breaks, in order; joining them gives ``text`` back
+    (up to spaces between sentences). A sentence ends at ``.!?`` before a space or the
+    line's end ("3.14" stays whole) or at a CJK full stop."""
+    pieces: list[str] = []
+    for n, line in enumerate(text.split("\n")):
+        if n:
+            pieces.append("\n")
+        pieces += [p for p in _SPLIT.split(line) if p.strip()]
+    return pieces
+
+
+def _norm(piece: str) -> str:
+    return " ".join(_WORD.findall(piece.casefold()))
+
+
+def _join(pieces: list[str]) -> str:
+    out = ""
+    for piece in pieces:
+        if piece == "\n":
+            out = out.rstrip(" ") + "\n"
+        else:
+            stripped = piece.strip()
+            if not stripped:
+                continue
+            out += ("" if not out or out.endswith("\n") else " ") + stripped
+    return re.sub(r"\n{3,}", "\n\n", out).strip()
+
+
+def strip_labels(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """lokal's own labels (``Most relevant:``, ``Result of tool:``) removed."""
+    cleaned = _RESULT_LABEL.sub("", text)
+    for label in LABELS:
+        cleaned = cleaned.replace(label, "")
+    cleaned = re.sub(r"[ \t]{2,}", " ", cleaned).strip()
+    if cleaned == text.strip():
+        return text, None
+    return cleaned, Finding("labels", "trimmed", "lokal's own labels removed from the answer")
+
+
+def repeated_blocks(text: str, *, min_chars: int = 16) -> tuple[str, list[str]]:
+    """``text`` with every sentence or line of ``min_chars``+ characters kept once (the
+    first time), and the blocks that were repeated."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    repeated: list[str] = []
+    for piece in _pieces(text):
+        key = _norm(piece)
+        if len(piece.strip()) >= min_chars and key:
+            if key in seen:
+                if piece.strip() not in repeated:
+                    repeated.append(piece.strip())
+                continue
+            seen.add(key)
+        kept.append(piece)
+    return (_join(kept) if repeated else text), repeated
+
+
+def _check_repeats(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    kept, repeated = repeated_blocks(text)
+    if not repeated:
+        return text, None
+    shown = repeated[0][:60]
+    return kept, Finding(
+        "repeated_block", "trimmed", f"{len(repeated)} repeated block(s) kept once: {shown!r}"
+    )
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if w not in _STOP and len(w) > 2}
+
+
+def _check_echo(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """Sentences that recite a line of the system prompt (a memory note, a profile line)
+    although the question is not about it are dropped."""
+    if not ctx.system.strip():
+        return text, None
+    lines = {_norm(p) for p in _pieces(ctx.system) if len(_WORD.findall(p)) >= 3}
+    lines.discard("")
+    asked = _content_words(ctx.question)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for piece in _pieces(text):
+        key = _norm(piece)
+        if key and key in lines and not (_content_words(piece) & asked):
+            dropped.append(piece.strip())
+            continue
+        kept.append(piece)
+    if not dropped:
+        return text, None
+    return _join(kept), Finding(
+        "echoed_context", "trimmed", f"recited the system prompt or a note: {dropped[0][:60]!r}"
+    )
+
+
+def _values(text: str) -> tuple[set[str], set[str]]:
+    """The numbers (commas dropped, ``12.0`` as ``12``) and named days and months of ``text``."""
+    numbers = set()
+    for match in _NUMBER.finditer(text):
+        raw = match.group(0).replace(",", "").lstrip("+")
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        numbers.add(f"{value:g}" if abs(value) < 1e15 else raw)
+    words = set(_WORD.findall(text.casefold()))
+    named = {w for w in words if w in _DAYS or w in _MONTHS}
+    return numbers, named
+
+
+def _check_contradiction(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """A sentence stating a number, day or month that differs from every one in the tool
+    results (and the question) contradicts them: it is dropped when the rest of the answer
+    stands, and the answer is retried when nothing else is left."""
+    if not ctx.sources:
+        return text, None
+    source_numbers, source_named = _values("\n".join(ctx.sources))
+    question_numbers, question_named = _values(ctx.question)
+    known_numbers = source_numbers | question_numbers
+    known_named = source_named | question_named
+    kept: list[str] = []
+    wrong: list[tuple[str, str]] = []
+    for piece in _pieces(text):
+        numbers, named = _values(piece)
+        if re.fullmatch(r"\s*\d{1,2}[.)]\s*", piece):  # a list marker, not a value
+            kept.append(piece)
+            continue
+        bad_numbers = sorted(numbers - known_numbers) if source_numbers else []
+        # a day stated where the results name another day (months likewise)
+        bad_named = sorted(
+            w
+            for w in named - known_named
+            if (w in _DAYS and source_named & set(_DAYS))
+            or (w in _MONTHS and source_named & set(_MONTHS))
+        )
+        bad = bad_numbers + bad_named
+        if bad:
+            wrong.append((piece.strip(), ", ".join(bad)))
+            continue
+        kept.append(piece)
+    if not wrong:
+        return text, None
+    rest = _join(kept)
+    sentence, values = wrong[0]
+    if _WORD.search(rest):
+        return rest, Finding(
+            "contradiction",
+            "trimmed",
+            f"dropped a sentence whose {values} is not in the tool results: {sentence[:60]!r}",
+        )
+    return text, Finding(
+        "contradiction",
+        "retry",
+        f"the answer says {values}, which the tool results do not say; "
+        "answer with the values the results give",
+    )
+
+
+def stutter(text: str, *, min_words: int = 3) -> str | None:
+    """A phrase of ``min_words``+ words said twice within one sentence ("the most relevant
+    data is the most relevant data"), or None."""
+    for piece in _pieces(text):
+        words = _WORD.findall(piece.casefold())
+        n = len(words)
+        for size in range(min(8, n // 2), min_words - 1, -1):
+            seen: dict[tuple[str, ...], int] = {}
+            for i in range(n - size + 1):
+                gram = tuple(words[i : i + size])
+                if all(w in _STOP for w in gram):
+                    continue
+                if gram in seen and i - seen[gram] >= size:
+                    return " ".join(gram)
+                seen.setdefault(gram, i)
+    return None
+
+
+def _segments(word: str, vocabulary: set[str]) -> int | None:
+    """The fewest vocabulary words ``word`` splits into (None if it does not split)."""
+    n = len(word)
+    best: list[int | None] = [0] + [None] * n
+    for end in range(1, n + 1):
+        for start in range(max(0, end - 20), end):
+            prev = best[start]
+            current = best[end]
+            if (
+                prev is not None
+                and word[start:end] in vocabulary
+                and (current is None or prev + 1 < current)
+            ):
+                best[end] = prev + 1
+    return best[n]
+
+
+def glued_words(text: str, context_words: set[str] | None = None) -> str | None:
+    """A run of letters that is three or more words written without spaces
+    ("themostrelevantdata"), or a run of six or more dot-joined pieces ("Ada.JR.1985.1.1.0"),
+    or None. Words come from the answer's own context and a short list of common ones."""
+    vocabulary = set(_COMMON) | set(context_words or ())
+    vocabulary.update(_WORD.findall(text.casefold()))
+    vocabulary = {w for w in vocabulary if len(w) >= 2}
+    for token in re.findall(r"[A-Za-z]{12,}", text):
+        lower = token.casefold()
+        parts = _segments(lower, vocabulary - {lower})
+        if parts is not None and parts >= 3:
+            return token
+    for token in re.findall(r"\S+", text):
+        pieces = [p for p in token.strip(".,;:!?").split(".") if p]
+        if len(pieces) >= 6 and not token.startswith(("http", "www")):
+            return token
+    return None
+
+
+def unfinished(text: str) -> bool:
+    """Whether the answer stops mid-sentence: its last word is one a sentence does not end
+    on ("The staging server is called"), or it ends in a comma or colon."""
+    stripped = text.rstrip()
+    if not stripped or stripped[-1] in _SENTENCE_END or stripped[-1] in ")]}\"'`*":
+        return False
+    if stripped[-1] in ",:;":
+        return True
+    last = _WORD.findall(stripped.casefold()[-40:])
+    return bool(last) and last[-1] in _OPEN_ENDS and len(_WORD.findall(stripped)) > 2
+
+
+def _check_stutter(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    phrase = stutter(text)
+    if phrase is None:
+        return text, None
+    return text, Finding(
+        "stutter", "retry", f"the answer says {phrase!r} twice in one sentence; say it once"
+    )
+
+
+def _check_glued(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    context_words = set(_WORD.findall(" ".join([ctx.question, *ctx.sources]).casefold()))
+    token = glued_words(text, context_words | set(ctx.extra_words))
+    if token is None:
+        return text, None
+    return text, Finding(
+        "glued_words", "retry", f"{token[:40]!r} is words run together; write them with spaces"
+    )
+
+
+def _check_unfinished(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    if not unfinished(text):
+        return text, None
+    return text, Finding(
+        "unfinished", "retry", "the answer stops mid-sentence; write the whole sentence"
+    )
+
+
+def note_lines(system: str) -> list[str]:
+    """The memory notes listed in a system prompt (the lines under ``NOTES_HEADING``),
+    without their ``(source: ...)`` tags."""
+    notes: list[str] = []
+    inside = False
+    for line in system.splitlines():
+        if line.strip() == NOTES_HEADING:
+            inside = True
+            continue
+        if inside and line.startswith("- "):
+            notes.append(re.sub(r"\s*\(source: [^()]*\)\s*$", "", line[2:]).strip())
+        elif inside and line.strip():
+            inside = False
+    return [n for n in notes if n]
+
+
+def quoted_from(text: str, sources: Sequence[str]) -> bool:
+    """Whether ``text`` copies the ``sources``: every sentence of three or more words in it
+    is a passage of theirs (words compared, case and punctuation aside), and there is one."""
+    folded = " " + " ".join(_norm(source) for source in sources) + " "
+    whole = _norm(text)
+    if whole and len(whole.split()) < 3:  # a short answer: a value copied whole ("country: China")
+        return f" {whole} " in folded and bool(re.search(r"\w+\s*[:=]", text))
+    sentences = [_norm(p) for p in _pieces(text) if len(_WORD.findall(p)) >= 3]
+    return bool(sentences) and all(f" {s} " in folded for s in sentences)
+
+
+Check = Callable[[str, AnswerContext], tuple[str, Finding | None]]
+
+# in order: what can be trimmed first, then what needs another reply
+CHECKS: tuple[tuple[str, Check], ...] = (
+    ("labels", strip_labels),
+    ("repeated_block", _check_repeats),
+    ("echoed_context", _check_echo),
+    ("contradiction", _check_contradiction),
+    ("stutter", _check_stutter),
+    ("glued_words", _check_glued),
+    ("unfinished", _check_unfinished),
+)
+
+
+def check_answer(text: str, ctx: AnswerContext) -> tuple[str, list[Finding]]:
+    """The answer after every trimming check, and every finding in order. A ``retry``
+    finding ends the checks (the answer cannot be used as it is); an answer that trimming
+    empties is a ``retry`` too."""
+    findings: list[Finding] = []
+    for name, check in CHECKS:
+        text, finding = check(text, ctx)
+        if finding is None:
+            continue
+        findings.append(finding)
+        if finding.action == "retry":
+            break
+        if not _WORD.search(text):
+            findings.append(Finding(name, "retry", "nothing is left of the answer once trimmed"))
+            break
+    return text, findings

@@ -1,0 +1,132 @@
+"""The answer checks (lokal.llm.checks), each built from an output users saw (issue 20)."""
+
+from __future__ import annotations
+
+from lokal.llm.checks import (
+    AnswerContext,
+    check_answer,
+    glued_words,
+    repeated_blocks,
+    stutter,
+    unfinished,
+)
+
+INTRO = (
+    "An agent is made of five parts: a runtime loop, skills, a tool layer, an LLM decision "
+    "and memory."
+)
+
+
+def actions(findings):
+    return [(f.check, f.action) for f in findings]
+
+
+def test_make_run_answer_with_a_label_repeated_three_times_is_kept_once_without_the_label():
+    # make run: the file's first paragraph, then "Most relevant: Memory - ..." three times
+    block = "Most relevant: Memory - documents the agent keeps between runs."
+    text = f"{INTRO}\n{block}\n{block}\n{block}"
+    ctx = AnswerContext(question="What is an agent made of?", sources=[INTRO])
+    kept, findings = check_answer(text, ctx)
+    assert "Most relevant" not in kept
+    assert kept.count("Memory - documents the agent keeps between runs.") == 1
+    assert kept.startswith("An agent is made of five parts")
+    assert ("labels", "trimmed") in actions(findings)
+    assert ("repeated_block", "trimmed") in actions(findings)
+
+
+def test_a_block_repeated_inside_an_answer_is_kept_once():
+    fact = "The quarterly review is on Thursday, 14 March, in room 4."
+    block = "Please bring the sales figures and the slides for the team."
+    text = f"{fact} {block} {block} {block}"
+    kept, repeated = repeated_blocks(text)
+    assert kept == f"{fact} {block}"
+    assert repeated == [block]
+
+
+def test_a_sentence_that_contradicts_the_file_is_dropped():
+    source = "notes.txt: The quarterly review is on Thursday, 14 March, in room 4."
+    text = "The quarterly review is on Thursday, 14 March. The review was moved to Monday, 3 June."
+    ctx = AnswerContext(question="When is the quarterly review?", sources=[source])
+    kept, findings = check_answer(text, ctx)
+    assert kept == "The quarterly review is on Thursday, 14 March."
+    assert ("contradiction", "trimmed") in actions(findings)
+
+
+def test_a_total_the_table_does_not_hold_is_retried():
+    # "The total number of units sold per region is 12." (truth: East 52, West 49, ...)
+    source = '{"groups": {"East": 52, "West": 49, "North": 38, "South": 70}}'
+    text = "The total number of units sold per region is 12."
+    ctx = AnswerContext(question="Total units sold per region?", sources=[source])
+    _, findings = check_answer(text, ctx)
+    assert findings[-1].check == "contradiction" and findings[-1].action == "retry"
+    assert "12" in findings[-1].detail
+    assert check_answer("East 52, West 49, North 38, South 70.", ctx)[1] == []
+
+
+def test_numbers_from_the_question_and_decimals_are_not_contradictions():
+    ctx = AnswerContext(question="What is 17 * 23 + 4?", sources=["result: 395"])
+    assert check_answer("17 * 23 + 4 = 395.", ctx)[1] == []
+    ctx = AnswerContext(question="What is pi times 1?", sources=["result: 3.14"])
+    assert check_answer("The result is 3.14.", ctx)[1] == []
+
+
+def test_the_most_relevant_data_stutter_is_retried():
+    text = "The most relevant data is the most relevant data: sales by region."
+    assert stutter(text) == "the most relevant data"
+    _, findings = check_answer(text, AnswerContext(question="group by region"))
+    assert actions(findings) == [("stutter", "retry")]
+    assert stutter("The file lists the east region and the west region.") is None
+
+
+def test_words_glued_together_are_retried():
+    assert glued_words("…themostrelevantdata…") == "themostrelevantdata"
+    assert glued_words("Ada.JR.1985.1.1.0.0.0.") is not None
+    # long real words and identifiers are not glued words
+    assert glued_words("Internationalization and responsibilities matter.") is None
+    assert glued_words("See https://example.com/a.b.c.d.e.f for details.") is None
+    _, findings = check_answer("…themostrelevantdata…", AnswerContext())
+    assert actions(findings) == [("glued_words", "retry")]
+
+
+def test_an_answer_that_stops_mid_sentence_is_retried():
+    # after memory add "The staging server is called tortoise.": "The staging server is called"
+    assert unfinished("The staging server is called")
+    assert unfinished("The totals are:")
+    assert not unfinished("The staging server is called tortoise.")
+    assert not unfinished("395")
+    assert not unfinished("Paris")
+    _, findings = check_answer("The staging server is called", AnswerContext())
+    assert actions(findings) == [("unfinished", "retry")]
+
+
+def test_memory_notes_and_profile_lines_are_not_recited():
+    # "What is 5*5?" with a global memory profile
+    system = "The user's name is Ada Lovelace.\nAnswer in English."
+    text = "The user's name is Ada Lovelace. Answer in English. The result of the calculator is 25."
+    ctx = AnswerContext(question="What is 5*5?", sources=["result: 25"], system=system)
+    kept, findings = check_answer(text, ctx)
+    assert kept == "The result of the calculator is 25."
+    assert ("echoed_context", "trimmed") in actions(findings)
+    # a note that answers the question stays
+    ctx = AnswerContext(question="What is my name?", system=system)
+    kept, findings = check_answer("The user's name is Ada Lovelace.", ctx)
+    assert kept == "The user's name is Ada Lovelace." and findings == []
+
+
+def test_an_appended_tool_result_label_is_removed():
+    text = "17 * 23 + 4\n\n(From the tool results: result: 395)"
+    kept, _ = check_answer(text, AnswerContext(question="What is 17 * 23 + 4?"))
+    assert "From the tool results" not in kept
+
+
+def test_a_plain_good_answer_passes_untouched():
+    ctx = AnswerContext(question="What is an agent made of?", sources=[INTRO])
+    assert check_answer(INTRO, ctx) == (INTRO, [])
+    assert check_answer("你好，我是助手。", AnswerContext()) == ("你好，我是助手。", [])
+
+
+def test_trimming_everything_asks_for_a_retry():
+    ctx = AnswerContext(question="hi", system="The user's name is Ada Lovelace.")
+    _, findings = check_answer("The user's name is Ada Lovelace.", ctx)
+    assert actions(findings) == [("echoed_context", "trimmed"), ("echoed_context", "retry")]
+    assert findings[-1].detail == "nothing is left of the answer once trimmed"

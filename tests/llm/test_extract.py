@@ -1,0 +1,93 @@
+"""The extracted answer (lokal.llm.extract): the passage of a tool result, or a selected
+memory note, that answers the question, when the model's replies fail the answer checks."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import MODEL_CONFIG, envelope
+from lokal.config import load_profile
+from lokal.llm.backends.scripted import ScriptedBackend
+from lokal.llm.checks import NOTES_HEADING
+from lokal.llm.decide import generate_ai_message
+from lokal.llm.extract import choose_passage, extract_answer
+from lokal.llm.select import Passage, result_passages, text_passages
+
+INTRO = """An agent system is usually built from four parts:
+
+1. Model - a language model that decides what to do next:
+   answer directly, or call one or more tools.
+2. Tools - functions the model can call through a JSON schema.
+3. Memory - documents the agent keeps between sessions.
+4. Loop - the runtime repeats until the model gives a final answer.
+"""
+
+
+def read_turn(question, output, path="docs/agent_intro.txt"):
+    call = {"id": "call_001", "name": "file_reader", "args": {"path": path}}
+    result = {"status": "success", "output": output, "error": None}
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_001", "name": "file_reader",
+         "content": json.dumps(result)},
+    ]  # fmt: skip
+
+
+def test_a_list_is_summed_up_by_its_lead_line_and_item_heads():
+    passages = text_passages(INTRO)
+    assert "An agent system is usually built from four parts: Model, Tools, Memory, Loop." in (
+        passages
+    )
+    # wrapped item lines are joined; CJK sentences split without spaces
+    assert any(p.startswith("Model - a language model") and p.endswith("tools.") for p in passages)
+    assert text_passages("第一句。第二句。") == ["第一句。", "第二句。"]
+
+
+def test_passages_keep_the_tool_and_file_they_came_from():
+    messages = read_turn("What is an agent made of?", {"path": "x", "content": INTRO})
+    passages = result_passages(messages)
+    assert {p.tool for p in passages} == {"file_reader"}
+    assert {p.file for p in passages} == {"docs/agent_intro.txt"}
+
+
+def test_the_likelihood_chooses_among_the_closest_passages():
+    passages = [Passage("Tea is green.", "t"), Passage("The meeting is on Thursday.", "t")]
+    backend = ScriptedBackend(scorer=lambda prefix, text: -1.0 if "Thursday" in text else -9.0)
+    chosen = choose_passage("When is the meeting?", passages, backend=backend)
+    assert chosen.passage.text == "The meeting is on Thursday." and len(chosen.scores) == 2
+    assert backend.scored  # the model was asked
+    # without a scoring backend the embedding's choice stands
+    assert choose_passage("When is the meeting?", passages).passage in passages
+
+
+def test_nothing_is_extracted_from_failed_calls():
+    call = {"id": "call_001", "name": "file_reader", "args": {"path": "nope.txt"}}
+    failed = {"status": "error", "output": None, "error": "no such file"}
+    messages = [
+        {"role": "user", "content": "Read nope.txt"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_001", "name": "file_reader",
+         "content": json.dumps(failed), "status": "error"},
+    ]  # fmt: skip
+    assert extract_answer(messages) is None
+
+
+def test_a_selected_note_answers_when_the_model_cannot():
+    # after memory add "The staging server is called tortoise.": "The staging server is called"
+    profile = load_profile(MODEL_CONFIG, "smollm2-135m-free")
+    system = (
+        f"You help.\n\n{NOTES_HEADING}\n- The staging server is called tortoise. (source: user)"
+    )
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "What is the staging server called?"},
+    ]
+    cut = envelope(content="The staging server is called")
+    backend = ScriptedBackend([cut] * (profile.tool_calling.max_retries + 1))
+    result = generate_ai_message(profile, messages, [], backend=backend)
+    assert result.ok and result.parse["answer_source"] == "extracted"
+    assert result.ai_message["content"] == (
+        "The staging server is called tortoise.\n\n(quoted from memory)"
+    )
+    assert "stops mid-sentence" in result.parse["model_failed"]["message"]
