@@ -2,12 +2,13 @@
 
     .venv/bin/python benchmarks/run_tasks.py [--tasks data/dev/e2e_tasks.json] \
         [--profile smollm2-135m] [--workspace data/workspace] [--skills data/skills] \
-        [--max_iterations 4] [--out outputs/tasks.jsonl]
+        [--max_iterations 4] [--limit N] [--out outputs/tasks.jsonl]
 
 A task file is a JSON list of ``{"id", "question", "expect_tools": [names the run must
 call], "expect_contains": [texts the answer must contain, case-insensitive]}``. A task
-passes when the run answered (``RunResult.answered``), called every expected tool (an empty
-list: no tool at all) and the answer holds every expected text. Each result line is written
+passes when the run ended with a trusted answer (``RunResult.trusted``: source ``model``,
+``quoted``, ``forced`` or ``extracted``), called every expected tool (an empty list: no tool
+at all) and the answer holds every expected text. The summary counts passes by source. Each result line is written
 as soon as its task ends; the summary says how many passed, with a 95% Wilson interval.
 
 ``data/dev/e2e_tasks.json`` are development tasks (used while building the staged decisions),
@@ -17,6 +18,7 @@ run in a temporary ``LOKAL_HOME`` so that memory notes of earlier runs do not le
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -36,14 +38,16 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def judge(task: dict, result) -> tuple[bool, str]:
+    """Pass: a trusted answer (source model, quoted, forced or extracted; never appended),
+    every expected tool called (none when the list is empty), every expected text held."""
     called = [
         c["name"]
         for m in result.messages
         if m.get("role") == "assistant"
         for c in m.get("tool_calls") or []
     ]
-    if not result.answered:
-        return False, f"no answer ({result.status})"
+    if not result.trusted:
+        return False, f"no trusted answer ({result.status}, source {result.source})"
     wanted = task.get("expect_tools") or []
     if not wanted and called:
         return False, f"called {called}, expected no tool"
@@ -58,53 +62,64 @@ def judge(task: dict, result) -> tuple[bool, str]:
     return True, "ok"
 
 
+def run_namespace(task: dict, args: argparse.Namespace) -> argparse.Namespace:
+    """The options of ``lokal run`` for one task, parsed by lokal's own parser (so that every
+    option it has gets its default, as on the command line)."""
+    from lokal.cli import build_parser
+
+    argv = ["run", task["question"], "--workspace", args.workspace, "--quiet", "--no-trace"]
+    argv += ["--model_config", args.model_config, "--max_iterations", str(args.max_iterations)]
+    argv += ["--strategy", args.strategy, "--time_budget", str(args.time_budget)]
+    if args.skills:
+        argv += ["--skills", args.skills]
+    if args.profile:
+        argv += ["--model_name", args.profile]
+    if args.tool_calling:
+        argv += ["--tool_calling", args.tool_calling]
+    return build_parser().parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", default="data/dev/e2e_tasks.json")
-    parser.add_argument("--model_config", default="configs/model.yaml")
-    parser.add_argument("--profile", default=None)
-    parser.add_argument("--tool_calling", default=None)
-    parser.add_argument("--workspace", default="data/workspace")
-    parser.add_argument("--skills", default="data/skills")
-    parser.add_argument("--max_iterations", type=int, default=4)
-    parser.add_argument("--strategy", default="react")
-    parser.add_argument("--out", default="outputs/tasks.jsonl")
+    parser.add_argument("--tasks", default="data/dev/e2e_tasks.json", help="the task file")
+    parser.add_argument("--model_config", default="configs/model.yaml", help="model.yaml")
+    parser.add_argument("--profile", default=None, help="a profile (default: the default)")
+    parser.add_argument("--tool_calling", default=None, help="override the tool-calling mode")
+    parser.add_argument("--workspace", default="data/workspace", help="the workspace folder")
+    parser.add_argument("--skills", default="data/skills", help="the skills folder ('' none)")
+    parser.add_argument("--max_iterations", type=int, default=4, help="steps per run")
+    parser.add_argument("--time_budget", type=float, default=600.0, help="seconds per run")
+    parser.add_argument("--strategy", default="react", help="react or plan_execute")
+    parser.add_argument("--limit", type=int, default=None, help="the first N tasks only")
+    parser.add_argument("--out", default="outputs/tasks.jsonl", help="one JSON line per task")
     args = parser.parse_args(argv)
     os.environ["LOKAL_HOME"] = tempfile.mkdtemp(prefix="lokal-tasks-")
-    from lokal.cli_run import build_agent
+    from lokal.cli_run import build_agent, check_run_inputs
 
-    tasks = json.loads(Path(args.tasks).read_text(encoding="utf-8"))
+    tasks = json.loads(Path(args.tasks).read_text(encoding="utf-8"))[: args.limit]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     passed = 0
+    by_source: dict[str, list[int]] = {}  # source -> [passed, runs]
     with out.open("w", encoding="utf-8") as handle:
         for task in tasks:
-            namespace = argparse.Namespace(
-                model_config=args.model_config,
-                model_name=args.profile,
-                tool_calling=args.tool_calling,
-                workspace=args.workspace,
-                skills=args.skills,
-                max_iterations=args.max_iterations,
-                strategy=args.strategy,
-                time_budget=600.0,
-                memory_dir=None,
-                conversation=None,
-                summarize=False,
-                store=None,
-                store_path=None,
-                chroma_url=None,
-            )
-            agent = build_agent(namespace)
-            started = time.perf_counter()
-            result = agent.run(task["question"])
+            namespace = run_namespace(task, args)
+            check_run_inputs(namespace)
+            with contextlib.ExitStack() as resources:
+                agent = build_agent(namespace, resources)
+                started = time.perf_counter()
+                result = agent.run(task["question"])
             ok, why = judge(task, result)
             passed += ok
+            counts = by_source.setdefault(result.source, [0, 0])
+            counts[0] += ok
+            counts[1] += 1
             row = {
                 "id": task["id"],
                 "pass": ok,
                 "why": why,
                 "status": result.status,
+                "source": result.source,
                 "answered": result.answered,
                 "answer": result.answer,
                 "calls": [
@@ -119,11 +134,14 @@ def main(argv: list[str] | None = None) -> int:
             handle.flush()
             mark = "PASS" if ok else "FAIL"
             print(
-                f"{mark} {task['id']:12s} {row['seconds']:6.1f}s {why}: {result.answer[:120]!r}",
+                f"{mark} {task['id']:12s} {row['seconds']:6.1f}s [{result.source}] {why}: "
+                f"{result.answer[:120]!r}",
                 flush=True,
             )
     low, high = wilson(passed, len(tasks))
     print(f"passed {passed}/{len(tasks)} (95% CI {100 * low:.0f}-{100 * high:.0f}%)")
+    for source, (good, runs) in sorted(by_source.items()):
+        print(f"  source {source}: {good}/{runs} passed")
     return 0
 
 

@@ -518,10 +518,8 @@ def mock_throughput(args: argparse.Namespace) -> int:
 
 
 def write_throughput(row: dict[str, Any], args: argparse.Namespace) -> None:
-    command = (
-        f"python benchmarks/serve_load.py --mock --clients {args.clients} "
-        f"--requests {args.requests} --max-queue {args.max_queue} --questions {args.questions}"
-    )
+    """The table in docs/performance.md: one row per (questions, max queue), each with the
+    command that measured it; the text after the table is written by hand."""
     line = (
         f"| {row['questions']} | {row['clients']} × {row['requests']} | {row['max_queue']} | "
         f"{row['completions']} | {row['429']} | {row['failed']} | {row['served_rps']} req/s | "
@@ -529,37 +527,36 @@ def write_throughput(row: dict[str, Any], args: argparse.Namespace) -> None:
         f"{row['direct_rps']} req/s | **{row['ratio']:.2f}** |"
     )
     text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Performance\n"
-    rows: dict[str, str] = {}
+    rows: dict[tuple[str, int], str] = {}
     if THROUGHPUT_BEGIN in text:
         old = text.partition(THROUGHPUT_BEGIN)[2].partition(THROUGHPUT_END)[0]
         for kept in old.splitlines():
-            if kept.startswith("| same ") or kept.startswith("| distinct "):
-                rows[kept.split("|")[1].strip()] = kept
-    rows[row["questions"]] = line
-    commands = {
-        q: command.replace(f"--questions {args.questions}", f"--questions {q}") for q in rows
-    }
+            cells = [c.strip() for c in kept.split("|")[1:-1]]
+            if cells and cells[0] in ("distinct", "same"):
+                rows[(cells[0], int(cells[2]))] = kept
+    rows[(row["questions"], row["max_queue"])] = line
+    ordered = sorted(rows, key=lambda key: (key[0] != "distinct", key[1]))
+    commands = []
+    for key in ordered:
+        cells = [c.strip() for c in rows[key].split("|")[1:-1]]
+        clients, _, requests = cells[1].partition(" × ")
+        commands.append(
+            f"    python benchmarks/serve_load.py --mock --clients {clients} --requests "
+            f"{requests} --max-queue {key[1]} --questions {key[0]} --write"
+        )
     section = f"""{THROUGHPUT_BEGIN}
-## Served throughput under load (mock backend)
-
-`lokal serve --profile mock` in a process of its own on 127.0.0.1; clients on keep-alive
-connections retry a 429 when its `retry-after-ms` says (as the OpenAI SDKs do). "Direct" is
-what the queue allows: as many decisions of the same requests made in the benchmark's
-process through as many workers as the server has slots (1). Both include the mock profile's
-tool preselection (`preselect_k: 4`: MiniLM embeds each new question); with `same`, every
-request asks one question, whose vector is then cached. x86_64, 2 cores; one run each:
-
-{chr(10).join(f"    {c} --write" for c in commands.values())}
+{chr(10).join(commands)}
 
 | questions | clients × requests | max queue | completions | 429s | failed | served | completions apart (p50) | direct decision (p50) | direct | served/direct |
 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-{chr(10).join(rows[q] for q in ("distinct", "same") if q in rows)}
+{chr(10).join(rows[key] for key in ordered)}
 {THROUGHPUT_END}"""
     if THROUGHPUT_BEGIN in text and THROUGHPUT_END in text:
         head, _, rest = text.partition(THROUGHPUT_BEGIN)
         text = head + section + rest.partition(THROUGHPUT_END)[2]
     else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
+        heading = "## Served throughput under load (mock backend)"
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n" + section + "\n"
     DOC.write_text(text, encoding="utf-8")
 
 

@@ -107,6 +107,12 @@ class StagedSettings(_Strict):
         "mentioned",
         description="mentioned: optional parameters the question does not name are left out",
     )
+    name_unfillable_weight: float = Field(
+        3.0,
+        description="subtracted from the fused score of a tool with a required path, e-mail, "
+        "URL or date parameter (by its name or format) for which neither the question nor the "
+        "tool results hold a value of that shape: 'which file mentions X' is not file_reader",
+    )
     max_candidates: int = Field(
         48,
         ge=2,

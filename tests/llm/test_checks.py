@@ -130,3 +130,11 @@ def test_trimming_everything_asks_for_a_retry():
     _, findings = check_answer("The user's name is Ada Lovelace.", ctx)
     assert actions(findings) == [("echoed_context", "trimmed"), ("echoed_context", "retry")]
     assert findings[-1].detail == "nothing is left of the answer once trimmed"
+
+
+def test_citation_markers_are_not_values():
+    ctx = AnswerContext(question="Can readers work?", sources=["Since 2010 readers read."])
+    assert check_answer("Readers keep reading [1].", ctx)[1] == []
+    assert check_answer("Readers keep reading [2]. Since 2011.", ctx)[1][0].detail.startswith(
+        "dropped a sentence whose 2011"
+    )

@@ -268,3 +268,22 @@ def test_an_answer_that_copies_the_system_prompt_back_is_retried():
     assert result["status"] == "success"
     assert result["ai_message"]["content"] == "Hello! How can I help?"
     assert "copies the instructions" in result["attempts"][0]["error"]["message"]
+
+
+def test_a_plan_that_leaves_out_part_of_the_request_is_retried_with_what_is_missing():
+    # "read notes.txt and compute 12 * 7": the plan read the file and dropped the calculator
+    question = [{"role": "user", "content": "Read notes.txt and compute 12 * 7"}]
+    read_only = envelope([("file_reader", {"path": "notes.txt"})])
+    both = envelope(
+        [("file_reader", {"path": "notes.txt"}), ("calculator", {"expression": "12*7"})]
+    )
+    backend = ScriptedBackend([read_only, both])
+    result = decide(backend, messages=question, strategy="plan_execute")
+    first = result["attempts"][0]["error"]
+    assert first["type"] == "bad_reply" and "'compute 12 * 7'" in first["message"]
+    assert "calculator" in first["message"]
+    assert [c["name"] for c in result["ai_message"]["tool_calls"]] == ["file_reader", "calculator"]
+    # a plan that covers every part is taken at once
+    backend = ScriptedBackend([both])
+    assert decide(backend, messages=question, strategy="plan_execute")["status"] == "success"
+    assert len(backend.requests) == 1

@@ -113,3 +113,21 @@ def test_documents_and_cjk_text_for_bm25(tools):
     assert doc.startswith("table analyzer") and "summary" in doc and "group by" in doc
     assert bm25_text("现在几点") == " 现在 在几 几点 "
     assert bm25_text("file_reader camelCase") == "file reader camel Case"
+
+
+def test_question_vectors_are_cached_and_load_prepares_the_model(tools):
+    calls = []
+
+    class Counting:
+        def embed(self, texts):
+            calls.append(len(texts))
+            return np.ones((len(texts), 4)) / 2.0
+
+    selector = ToolSelector(embedder=Counting())
+    assert not selector.loaded
+    assert selector.load() is True and selector.loaded  # the background requests
+    assert selector.load() is None  # nothing more to do
+    first = selector.rank("one question", tools)
+    # every decision of a run (and every tool turn of a served conversation) asks again
+    assert selector.rank("one question", tools) == first
+    assert calls == [16, len(tools), 1]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from helpers import MODEL_CONFIG, basic_tools
+from helpers import DATA, MODEL_CONFIG, basic_tools
 from lokal.config import load_profile
 from lokal.llm.backends import Completion
 from lokal.llm.backends.scripted import ScriptedBackend
@@ -172,6 +172,63 @@ def test_optional_parameters_the_question_does_not_mention_are_left_out():
     assert result["ai_message"]["tool_calls"][0]["args"]["max_chars"] == 50
 
 
+TABLE_QUESTIONS = {
+    # what users asked (issue 20): the words that ask for an operation without naming it
+    "Using data/sales.csv, what is the total units sold per region?": "groupby",
+    "Use table_analyzer to group data/sales.csv by region and sum the units": "groupby",
+    "Which row of data/sales.csv has the highest units?": "topk",
+}
+
+
+@pytest.mark.parametrize("question, operation", TABLE_QUESTIONS.items())
+def test_an_operation_the_question_asks_for_in_its_own_words_is_chosen(question, operation):
+    from lokal.llm.staged import args_schema
+    from lokal.skills.builtin import builtin_tools
+
+    (table,) = [t for t in builtin_tools(DATA / "workspace") if t.name == "table_analyzer"]
+    kept = set(args_schema(table, question, staged_profile().tool_calling)["properties"])
+    # the operation, and the parameters whose description names it, are offered
+    assert {"path", "operation", "column"} <= kept
+    assert ("group_by" in kept) == (operation == "groupby")
+    assert "filter" not in kept
+    # the model prefers "summary" by far; the cue still puts the asked operation first
+    backend = ScriptedBackend(
+        ["3"] * 4,  # a value with no candidate in the question (k) is generated
+        scorer=scorer(
+            {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "table_analyzer": 0.0, '"summary"': 0.0}
+        ),
+    )
+    result = ask(question, backend, tools=[table.to_openai()])
+    assert result["ai_message"]["tool_calls"][0]["args"]["operation"] == operation
+
+
+def test_a_file_question_that_names_no_file_is_a_search_not_a_read():
+    # "Which file in the workspace mentions the quarterly review?" called file_reader("file")
+    def score(prefix, continuation):
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "file_reader": -0.5}
+        table["local_file_search"] = -1.0
+        return scorer(table)(prefix, continuation)
+
+    profile = staged_profile(name_lm_weight=1.0, name_unfillable_weight=3.0)
+    question = "Which file in the workspace mentions the quarterly review?"
+    result = ask(question, ScriptedBackend(scorer=score), profile)
+    assert result["ai_message"]["tool_calls"][0]["name"] == "local_file_search"
+    scores = result["attempts"][0]["staged"]["calls"][0]["scores"]
+    assert scores["file_reader"]["fillable"] is False
+    # a question that names a file reads it
+    result = ask("Read notes.txt and tell me the date", ScriptedBackend(scorer=score), profile)
+    assert result["ai_message"]["tool_calls"][0]["name"] == "file_reader"
+
+
+def test_summary_questions_keep_the_default_operation():
+    from lokal.llm.staged import args_schema
+    from lokal.skills.builtin import builtin_tools
+
+    (table,) = [t for t in builtin_tools(DATA / "workspace") if t.name == "table_analyzer"]
+    kept = args_schema(table, "Summarize data/sales.csv", staged_profile().tool_calling)
+    assert list(kept["properties"]) == ["path"]
+
+
 def test_another_call_only_while_continuing_is_likelier():
     state = {"continues": 0}
 
@@ -335,3 +392,31 @@ def test_an_answer_that_ignores_the_results_is_retried_then_extracted_from_them(
     assert result["ai_message"]["content"] == "count: 2\n\n(quoted from count_letter_in_string)"
     assert result["parse"]["model_failed"]["type"] == "bad_reply"
     assert "From the tool results" not in result["ai_message"]["content"]
+
+
+def test_array_bounds_come_from_the_question():
+    from lokal.llm.staged import args_schema, list_bound
+    from lokal.tools.schema import ToolSpec
+
+    question = "What is the average of [12, 15, 18, 20, 21, 26, 30]?"
+    assert list_bound(question, 4) == 7  # a constant 4 cut this list (issue 21)
+    assert list_bound("hi", 4) == 4  # never below the profile's floor
+    assert list_bound("sum " + " ".join(map(str, range(500))), 4) == 64  # nor above the cap
+    average = ToolSpec(
+        "average",
+        "mean of numbers",
+        {
+            "type": "object",
+            "properties": {"numbers": {"type": "array", "items": {"type": "number"}}},
+            "required": ["numbers"],
+        },
+    )
+    schema = args_schema(average, question, staged_profile().tool_calling)
+    assert schema["properties"]["numbers"]["maxItems"] == 7
+    capped = ToolSpec(
+        "average",
+        "mean",
+        {"type": "object", "properties": {"n": {"type": "array", "maxItems": 3}}},
+    )
+    schema = args_schema(capped, question + " n", staged_profile().tool_calling)
+    assert schema["properties"]["n"]["maxItems"] == 3  # the schema's own bound still holds

@@ -30,3 +30,23 @@ def test_numpy_minilm_matches_sentence_transformers():
 
 def test_empty_input_gives_an_empty_matrix():
     assert LocalEmbedder().embed([]).shape == (0, 384)
+
+
+def test_minilm_encodes_on_one_blas_thread_and_gives_the_threads_back(monkeypatch):
+    """On 2 cores OpenBLAS's threads made MiniLM's small products 8x slower (issue 19)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from lokal.rag.minilm import MiniLM
+
+    blas = threadpoolctl.ThreadpoolController().select(user_api="blas")
+    before = [lib.num_threads for lib in blas.lib_controllers]
+    seen = []
+    encode_one = MiniLM._encode_one
+
+    def spy(self, ids):
+        seen.extend(lib.num_threads for lib in blas.lib_controllers)
+        return encode_one(self, ids)
+
+    monkeypatch.setattr(MiniLM, "_encode_one", spy)
+    LocalEmbedder().embed(["one question", "another"])
+    assert seen and set(seen) == {1}
+    assert [lib.num_threads for lib in blas.lib_controllers] == before

@@ -88,7 +88,9 @@ def test_the_threshold_keeps_every_labelled_answerable_question(retriever):
 @pytest.mark.slow
 def test_an_echoed_marker_is_not_a_citation(retriever):
     record, backend = ask(WAL, retriever, ["The capital of France is Paris [1]."])
-    assert len(backend.requests) == 1 and record["status"] == "success"
+    # an answer, but not from the passages: status and exit code say it is unsupported
+    assert len(backend.requests) == 1 and record["status"] == "unsupported"
+    assert record["answer_source"] == "model" and record["decision_status"] == "success"
     assert record["citations"] == [] and record["cited"] == []
     assert record["cited_by_model"] is False
     (unsupported,) = record["unsupported"]
@@ -164,4 +166,4 @@ def test_rag_ask_json_says_which_chunks_were_cited(index, monkeypatch, capsys):
     monkeypatch.setattr(decide, "get_backend", lambda profile: ScriptedBackend([NOT_FOUND]))
     main([*base[:2], OUTSIDE, *base[2:], "--min_score", "0"])
     record = json.loads(capsys.readouterr().out)
-    assert record["status"] == "success" and record["answer"] == NOT_FOUND
+    assert record["status"] == "not_found" and record["answer"] == NOT_FOUND

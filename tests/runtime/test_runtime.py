@@ -173,6 +173,7 @@ def test_the_same_call_three_times_ends_with_a_forced_final_answer(profile, regi
     agent, backend = agent_with(profile, registry, [same, same, same, "The answer is 4."])
     result = agent.run("2+2?")
     assert result.status == "repeated_call" and result.answered
+    assert result.source == "forced" and result.trusted  # the guard is in the stop reason
     assert result.answer == "The answer is 4."
     assert "3 times" in result.stop_reason
     assert backend.requests[-1].purpose == "final" and backend.requests[-1].tools is None
@@ -341,3 +342,11 @@ def test_a_tool_withdrawn_during_the_run_is_no_longer_offered(profile, registry)
     first, second = backend.requests
     assert "slow_tool" in offered(first)
     assert "slow_tool" not in offered(second) and "calculator" in offered(second)
+
+
+def test_an_answer_that_copies_the_tool_result_is_quoted(profile, registry):
+    calc = envelope([("calculator", {"expression": "6*7"})])
+    agent, _ = agent_with(profile, registry, [calc, envelope(content="result: 42")])
+    result = agent.run("What is 6*7?")
+    assert result.status == "final" and result.source == "quoted" and result.answered
+    assert result.stop_reason == "the model answered, quoting the tool results"

@@ -269,7 +269,9 @@ def test_a_full_queue_is_a_429_with_retry_after(serve, profile):
     assert _until(lambda: _queue(served)["waiting"] == 1)
     with pytest.raises(openai.RateLimitError) as refused:
         served.client().chat.completions.create(**_chat(profile))
-    assert int(refused.value.response.headers["retry-after"]) >= 1
+    headers = refused.value.response.headers
+    assert int(headers["retry-after"]) >= 1
+    assert 1 <= int(headers["retry-after-ms"]) <= 1000 * int(headers["retry-after"])
     assert refused.value.response.json()["error"]["code"] == "queue_full"
     backend.go.set()
     first.join(10)

@@ -97,6 +97,8 @@ def test_tool_choice_stream_parallel(serve, profile, choice, stream, parallel):
     else:
         extra = completion.model_extra["lokal"]
         assert extra["status"] == "success"
+        # where an answer came from (issue 20); a reply of calls has no answer source
+        assert extra.get("answer_source") == (None if expected else "model")
         assert extra["attempts"] == (2 if choice in ("none", "required") else 1)
         if not parallel and choice in ("auto", "required"):
             assert [c["name"] for c in extra["dropped_calls"]] == ["get_time"]

@@ -390,3 +390,20 @@ def test_register_builtin_tools_and_execute_many(ws: Path) -> None:
         "invalid arguments for tool 'file_reader': argument 'max_chars' must be integer, got 'abc'"
     )
     assert math.isclose(results[1]["output"]["result"], 15.7)
+
+
+def test_a_missing_file_names_the_workspace_files_it_may_have_meant(tmp_path):
+    from lokal.skills.workspace import Workspace, WorkspaceError
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sales.csv").write_text("a,b\n")
+    (tmp_path / "notes.txt").write_text("x\n")
+    (tmp_path / ".hidden.txt").write_text("x\n")
+    workspace = Workspace(tmp_path)
+    with pytest.raises(WorkspaceError, match=r"did you mean 'data/sales.csv'\?"):
+        workspace.resolve("sales.csv")
+    with pytest.raises(WorkspaceError, match=r"did you mean 'notes.txt'\?"):
+        workspace.resolve("note.txt")
+    with pytest.raises(WorkspaceError) as refused:
+        workspace.resolve("zzz")
+    assert "did you mean" not in str(refused.value)

@@ -145,3 +145,21 @@ def test_a_response_format_with_a_remote_ref_is_refused_without_a_connection():
                 response_format=response_format,
             )
     assert wire.connections == 0
+
+
+def test_a_valid_schema_is_checked_once_an_invalid_one_every_time(monkeypatch):
+    from jsonschema.exceptions import SchemaError
+
+    import lokal.tools.schema as schema_module
+
+    checked = []
+    real = schema_module._check_json_schema
+    monkeypatch.setattr(schema_module, "_check_json_schema", lambda s: checked.append(s) or real(s))
+    valid = {"type": "object", "properties": {"q": {"type": "string"}}, "x-issue": 19}
+    check_json_schema(valid)
+    check_json_schema(json.loads(json.dumps(valid)))  # the same schema, a new object
+    assert len(checked) == 1
+    for _ in range(2):
+        with pytest.raises(SchemaError, match="is not of type 'object'"):
+            check_json_schema({"type": "object", "x-issue": 19, "properties": 5})
+    assert len(checked) == 3

@@ -285,6 +285,7 @@ def _check_echo(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
 def _values(text: str) -> tuple[set[str], set[str]]:
     """The numbers (commas dropped, ``12.0`` as ``12``) and named days and months of ``text``."""
     numbers = set()
+    text = re.sub(r"\[\d{1,3}\]", " ", text)  # citation markers are not values
     for match in _NUMBER.finditer(text):
         raw = match.group(0).replace(",", "").lstrip("+")
         try:

@@ -611,6 +611,8 @@ def generate_ai_message(
                 message = _check_answer_format(message, answer_schema)
             if tools_index or message["tool_calls"]:
                 _validate_arguments(message, tools_index)
+            if purpose == "plan" and attempt_number < settings.max_retries:
+                _check_plan_covers(message, question, tools)
             grounding = _grounding(found) if purpose != "final" else None
             message, trimmed, findings = _check_quality(
                 message, completion, grounding, system, answer_context
@@ -670,6 +672,39 @@ def generate_ai_message(
         record.parse["attempts"] = len(record.attempts)
     record.latency_ms = round((time.perf_counter() - started) * 1000, 1)
     return record
+
+
+# a part of the request clearly about one tool: its cosine to the tool at least this, and
+# this much above the next tool's
+PLAN_CLAUSE_MIN_SIMILARITY = 0.3
+PLAN_CLAUSE_MIN_MARGIN = 0.15
+
+
+def _check_plan_covers(message: dict[str, Any], question: str, tools: list[ToolSpec]) -> None:
+    """Raise _BadReply when a part of the request (a clause: "read notes.txt", "compute
+    12 * 7") is clearly about a tool the plan never calls: the plan left that part out."""
+    from lokal.llm.staged import clauses
+
+    parts = clauses(question)
+    planned = {call["name"] for call in message["tool_calls"]}
+    if len(parts) < 2 or not planned or len(tools) < 2:
+        return
+    selector = default_selector()
+    for part in parts:
+        ranking, dense = selector.rank(part, tools)
+        if not dense or not ranking:
+            return  # without embeddings the check cannot tell
+        best = ranking[0]
+        margin = best.similarity - (ranking[1].similarity if len(ranking) > 1 else 0.0)
+        if (
+            best.name not in planned
+            and best.similarity >= PLAN_CLAUSE_MIN_SIMILARITY
+            and margin >= PLAN_CLAUSE_MIN_MARGIN
+        ):
+            raise _BadReply(
+                f"the plan leaves out part of the request, {part!r}: add a step that calls "
+                f"{best.name} for it"
+            )
 
 
 def _result_texts(turn: list[dict[str, Any]]) -> list[str]:

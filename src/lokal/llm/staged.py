@@ -42,10 +42,12 @@ import json
 import math
 import re
 import time
+import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
 from lokal.llm import grammar
+from lokal.llm.normalize import iso_dates, number_candidates
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.select import Selection, _words, default_selector
 from lokal.tools.schema import ToolSpec, schema_validator
@@ -101,19 +103,96 @@ def _log_softmax(values: list[float]) -> list[float]:
     return [v - top - total for v in values]
 
 
-def _mentioned(name: str, spec: Any, question: str) -> bool:
-    """Whether the question mentions an optional parameter: its name (as words) or one of
-    its enum values."""
-    folded = " ".join(re.findall(r"\w+", question.casefold()))
-    words = _words(name).casefold()
+# How questions ask for common operations without naming them: "units per region" asks to
+# group by, "the highest price" for a top-k, "the average" for a mean. A parameter (or an
+# enum value) whose words are one of these keys is mentioned when its cue is in the question.
+CUES: dict[str, re.Pattern[str]] = {
+    key: re.compile(pattern)
+    for keys, pattern in (
+        (
+            ("groupby", "group by", "group", "aggregate"),
+            r"\b(?:per|for each|each|group\w*|broken down by|breakdown)\b",
+        ),
+        (
+            ("topk", "top k", "top", "rank", "sort", "order by"),
+            r"\b(?:top|highest|largest|biggest|most|best|lowest|smallest|least|rank\w*)\b",
+        ),
+        (("sum", "total"), r"\b(?:total|sum|overall|altogether)\b"),
+        (("mean", "average", "avg"), r"\b(?:average|mean|avg)\b"),
+        (("count",), r"\b(?:how many|count|number of)\b"),
+        (("min", "minimum"), r"\b(?:min(?:imum)?|lowest|smallest|least)\b"),
+        (("max", "maximum"), r"\b(?:max(?:imum)?|highest|largest|biggest|most)\b"),
+        (("filter", "where"), r"\b(?:where|only those|filter\w*)\b"),
+        (("ascending",), r"\b(?:lowest|smallest|least|ascending)\b"),
+    )
+    for key in keys
+}
+
+
+# backend -> seconds per generated token, last measured (weak: a backend's pace goes with it)
+_PACE: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def _pace(backend: Any) -> float:
+    try:
+        return _PACE.get(backend, 0.0)
+    except TypeError:  # not weakly referable or not hashable: no pace kept
+        return 0.0
+
+
+def _set_pace(backend: Any, seconds: float) -> None:
+    with contextlib.suppress(TypeError):
+        _PACE[backend] = seconds
+
+
+CUE_BONUS = 1000.0  # added to an enum value the question cues: it ranks first
+
+
+def _folded(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.casefold()))
+
+
+def cued(value: Any, question: str) -> bool:
+    """Whether ``question`` names ``value`` (a parameter name or an enum value) in its own
+    words or by one of its cues ("per region" cues ``groupby``)."""
+    words = _folded(_words(str(value)))
+    folded = _folded(question)
     if words and re.search(rf"\b{re.escape(words)}\b", folded):
         return True
+    cue = CUES.get(words)
+    return bool(cue and cue.search(folded))
+
+
+def _mentioned(name: str, spec: Any, question: str) -> bool:
+    """Whether the question mentions an optional parameter: its name (as words) or one of
+    its enum values, in so many words or by a cue (``CUES``)."""
+    if cued(name, question):
+        return True
     if isinstance(spec, dict) and isinstance(spec.get("enum"), list):
-        for value in spec["enum"]:
-            text = " ".join(re.findall(r"\w+", str(value).casefold()))
-            if text and re.search(rf"\b{re.escape(text)}\b", folded):
-                return True
+        return any(cued(value, question) for value in spec["enum"])
     return False
+
+
+def _mentioned_with(properties: dict[str, Any], kept: set[str], question: str) -> set[str]:
+    """The optional parameters that serve an enum value the question asks for: when
+    ``operation`` is kept because "per region" cues its value ``groupby``, the parameters
+    whose description names ``groupby`` (``group_by``, ``column``, ``agg``) come with it."""
+    asked = {
+        str(value).casefold()
+        for name in kept
+        for value in (
+            properties[name].get("enum") or [] if isinstance(properties[name], dict) else []
+        )
+        if cued(value, question)
+    }
+    more = set()
+    for name, spec in properties.items():
+        description = str((spec or {}).get("description") or "").casefold()
+        if name not in kept and any(
+            re.search(rf"\b{re.escape(value)}\b", description) for value in asked
+        ):
+            more.add(name)
+    return more
 
 
 def args_schema(
@@ -124,18 +203,18 @@ def args_schema(
     params = grammar.bounded_schema(
         tool.parameters,
         max_string=settings.max_string_length,
-        max_items=settings.max_calls,
+        max_items=list_bound(question, settings.max_calls),
     )
     params = dict(params)
     params.setdefault("type", "object")
     properties = dict(params.get("properties") or {})
     required = list(params.get("required") or [])
     if optional == "mentioned":
-        properties = {
-            name: spec
-            for name, spec in properties.items()
-            if name in required or _mentioned(name, spec, question)
+        kept = {
+            n for n, spec in properties.items() if n in required or _mentioned(n, spec, question)
         }
+        kept |= _mentioned_with(properties, kept, question)
+        properties = {name: spec for name, spec in properties.items() if name in kept}
     params["properties"] = properties
     params["required"] = [r for r in required if r in properties]
     params["additionalProperties"] = False
@@ -234,6 +313,26 @@ def text_spans(text: str, *, max_words: int = _MAX_SPAN_WORDS) -> list[str]:
     for match in _FORMULA.finditer(text):
         out.setdefault(match.group(0).strip(), None)
     return list(out)
+
+
+MAX_LIST_ITEMS = 64  # the most items an array argument may get from a question
+
+
+def list_bound(question: str, floor: int) -> int:
+    """The most items an array argument may need for ``question`` (the schema's own
+    ``maxItems`` still applies): its numbers, the items of a bracketed list, or its parts
+    separated by commas and "and" — whichever is most — and at least ``floor``. "The average
+    of [12, 15, 18, 20, 21, 26, 30]" allows 7, where a constant 4 cut the list."""
+    numbers = len(_NUMBER.findall(question.replace(",", " ")))
+    bracketed = max(
+        (
+            len(re.split(r"[,;，；、]", inner))
+            for inner in re.findall(r"[\[(（]([^\])）]*)", question)
+        ),
+        default=0,
+    )
+    parts = len(re.split(r"[,;，；、]|\band\b|和", question))
+    return max(floor, min(MAX_LIST_ITEMS, max(numbers, bracketed, parts)))
 
 
 def text_numbers(text: str) -> list[int | float]:
@@ -399,8 +498,10 @@ class StagedEngine:
         self._param_name = ""
         self.deadline = deadline  # time.perf_counter() value after which the decision stops
         self._per_continuation = 0.0  # seconds per scored continuation, last measured
-        self._per_token = 0.0  # seconds per generated token, last measured
-        self._generated = False  # whether _per_token was measured by a generation
+        # seconds per generated token: measured by this decision's generations, until then
+        # the pace of the backend's last generation in this process (else scoring's)
+        self._per_token = _pace(backend)
+        self._generated = self._per_token > 0  # whether _per_token is a generation's pace
         self.stage = "answer or call"
         self.found: list[dict[str, Any]] = []  # the calls completed so far
         self.pending: dict[str, Any] | None = None  # the call being filled
@@ -459,6 +560,7 @@ class StagedEngine:
         if completion.completion_tokens:
             self._per_token = (time.perf_counter() - started) / completion.completion_tokens
             self._generated = True
+            _set_pace(self.backend, self._per_token)
         if shortened and completion.finish_reason == "length":
             self.trace["continuations_scored"] = self.scored
             self.trace["stopped_generation"] = completion.text
@@ -516,13 +618,46 @@ class StagedEngine:
             ranked = scored.get(name)
             similarity = ranked.similarity if ranked else 0.0
             bm25 = ranked.bm25 / top_bm25 if ranked and top_bm25 > 0 else 0.0
+            fillable = self.fillable(name)
             fused = (
                 s.name_lm_weight * lm_score
                 + s.name_similarity_weight * similarity
                 + s.name_bm25_weight * bm25
+                - (0.0 if fillable else s.name_unfillable_weight)
             )
-            out[name] = {"lm": lm_score, "similarity": similarity, "bm25": bm25, "fused": fused}
+            out[name] = {
+                "lm": lm_score,
+                "similarity": similarity,
+                "bm25": bm25,
+                "fillable": fillable,
+                "fused": fused,
+            }
         return out
+
+    def fillable(self, name: str) -> bool:
+        """Whether every required parameter of tool ``name`` that wants a path, e-mail, URL
+        or date (by its name or declared format) has a value of that shape in the question
+        or this turn's tool results: "Which file mentions the review?" names no file."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return True
+        properties = tool.parameters.get("properties") or {}
+        sources = [self.question, *(s for r in self.results for s in _leaf_strings(r))]
+        for param in tool.parameters.get("required") or []:
+            spec = properties.get(param) or {}
+            declared = (
+                spec.get("format") if spec.get("format") in ("email", "date", "uri") else None
+            )
+            shape_name = declared or next(
+                (shape for shape, words in _FORMAT_WORDS if words.search(_words(param))), None
+            )
+            shape = _FORMATS.get(shape_name or "")
+            if shape is None or _kinds(spec) - {"string", "null"}:
+                continue
+            spans = (v for source in sources for v in text_spans(source))
+            if not any(isinstance(v, str) and shape.search(v) for v in spans):
+                return False
+        return True
 
     def continue_evidence(self, prefix: str, called: set[str]) -> dict[str, Any]:
         """Stage 4: the model's log-probability of opening another call minus closing the
@@ -602,9 +737,14 @@ class StagedEngine:
         elif kinds and kinds <= {"string", "null"}:
             for source in sources:
                 values += [v for v in text_spans(source) if v not in values]
+            if inferred_format(self._param_name, spec) == "date":
+                # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.normalize)
+                values += [d for s in sources for d in iso_dates(s) if d not in values]
         elif kinds and kinds <= {"number", "integer", "null"}:
             for source in sources:
-                for number in text_numbers(source):
+                # digits first, then the normalised forms: "three" → 3, "5%" → 0.05, "9.8
+                # m/s^2" → 9.8, "dropped" → 0 (lokal.llm.normalize)
+                for number in [*text_numbers(source), *number_candidates(source)]:
                     if "integer" in kinds and "number" not in kinds and not isinstance(number, int):
                         continue
                     if number not in values:
@@ -666,6 +806,13 @@ class StagedEngine:
         adjusted = [
             s + weight * math.log(max(1, len(t))) for s, t in zip(scores, texts, strict=True)
         ]
+        if isinstance(spec.get("enum"), list):
+            # an enum value the question asks for in its own words ("per region": groupby)
+            # comes before the others; the model's likelihood orders each group
+            for i, text in enumerate(texts):
+                with contextlib.suppress(json.JSONDecodeError):
+                    if cued(json.loads(text), self.question):
+                        adjusted[i] += CUE_BONUS
         ranked = sorted(zip(texts, adjusted, strict=True), key=lambda pair: -pair[1])
         trace = {
             "chosen": ranked[0][0],

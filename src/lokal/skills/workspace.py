@@ -94,6 +94,25 @@ class Workspace:
             os.close(fd)
             raise
 
+    def _suggest(self, wanted: str, *, limit: int = 3, scan: int = 2000) -> str:
+        """Up to ``limit`` workspace files whose name is close to ``wanted``'s (the first
+        ``scan`` files, hidden ones left out), as ``'a.txt', 'b/a.txt'``; empty if none."""
+        import difflib
+
+        name = Path(wanted).name.casefold()
+        if not name:
+            return ""
+        found: dict[str, str] = {}
+        for count, file in enumerate(self.root.rglob("*")):
+            if count >= scan:
+                break
+            relative = file.relative_to(self.root)
+            if any(part.startswith(".") for part in relative.parts) or not file.is_file():
+                continue
+            found.setdefault(file.name.casefold(), relative.as_posix())
+        close = difflib.get_close_matches(name, list(found), n=limit, cutoff=0.6)
+        return ", ".join(repr(found[c]) for c in close)
+
     def resolve(
         self,
         path: str | os.PathLike[str],
@@ -122,7 +141,11 @@ class Workspace:
         if not resolved.is_relative_to(self.root):
             raise WorkspaceError(f"path '{shown}' is outside the workspace {self.root}")
         if must_exist and not resolved.exists():
-            raise WorkspaceError(f"no such file or directory: '{shown}' (workspace {self.root})")
+            hint = self._suggest(text)
+            raise WorkspaceError(
+                f"no such file or directory: '{shown}' (workspace {self.root})"
+                + (f"; did you mean {hint}?" if hint else "")
+            )
         if kind == "file" and resolved.is_dir():
             raise WorkspaceError(f"'{shown}' is a directory, not a file")
         if kind == "file" and resolved.exists() and not resolved.is_file():

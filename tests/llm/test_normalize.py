@@ -1,0 +1,103 @@
+"""The light normalisations a staged decision offers as candidate values (issue 21)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lokal.llm.normalize import (
+    implied_numbers,
+    iso_dates,
+    number_candidates,
+    number_words,
+    percentages,
+    unit_numbers,
+)
+
+
+@pytest.mark.parametrize(
+    "text, numbers",
+    [
+        ("the top three results", [3]),
+        ("twenty-five items", [25]),
+        ("a dozen eggs", [12]),
+        ("one hundred and five pages", [105]),
+        ("two thousand three hundred", [2300]),
+        ("the fourth quarter", [4]),
+        ("no numbers here", []),
+    ],
+)
+def test_number_words(text, numbers):
+    assert number_words(text) == numbers
+
+
+def test_percentages_as_given_and_as_fractions():
+    assert percentages("a rate of 5% for 12.5 percent") == [5, 0.05, 12.5, 0.125]
+    assert percentages("5 apples") == []
+
+
+@pytest.mark.parametrize(
+    "text, iso",
+    [
+        ("on March 10th, 2023", "2023-03-10"),
+        ("10 March 2023", "2023-03-10"),
+        ("the 1st of Feb 2024", "2024-02-01"),
+        ("2023/03/10", "2023-03-10"),
+        ("03/10/2023", "2023-03-10"),
+    ],
+)
+def test_iso_dates(text, iso):
+    assert iso_dates(text) == [iso]
+
+
+def test_impossible_dates_are_not_offered():
+    assert iso_dates("February 30, 2023") == []
+
+
+def test_units_stripped_and_implied_numbers():
+    assert unit_numbers("9.8 m/s^2, $1,200, 15kg.") == [9.8, 1200, 15]
+    assert implied_numbers("A ball is dropped from a height of 10 m") == [0]
+    assert implied_numbers("A ball is thrown up") == []
+    assert number_candidates("the top three at 5%") == [5, 3, 0.05]
+
+
+def test_a_staged_decision_offers_the_normalised_forms_as_candidates():
+    from helpers import MODEL_CONFIG
+    from lokal.config import load_profile
+    from lokal.llm.backends.scripted import ScriptedBackend
+    from lokal.llm.decide import generate_ai_message
+    from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
+
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "top_stocks",
+            "description": "the best performing stocks",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer", "description": "how many"},
+                    "since": {"type": "string", "description": "start date, YYYY-MM-DD"},
+                },
+                "required": ["count", "since"],
+            },
+        },
+    }
+
+    def score(prefix, continuation):
+        if continuation.startswith(CALL_OPENING):
+            return 0.0
+        if continuation.startswith(ANSWER_OPENING):
+            return -9.0
+        return 0.0 if continuation.startswith(("3", '"2023-03-10"', "top_stocks")) else -5.0
+
+    profile = load_profile(MODEL_CONFIG).with_tool_calling(
+        mode="staged", preselect_k=None, staged={"generated_values": False}
+    )
+    question = "Show the top three stocks since March 10th, 2023"
+    result = generate_ai_message(
+        profile,
+        [{"role": "user", "content": question}],
+        [tool],
+        backend=ScriptedBackend(scorer=score),
+    )
+    assert result.ai_message["tool_calls"][0]["args"] == {"count": 3, "since": "2023-03-10"}
