@@ -341,6 +341,11 @@ class LiveProgress:
                     f"[cyan]embeddings[/] {_short(event.model)} ready for tool preselection "
                     f"({event.duration_s:.1f} s)"
                 )
+            elif event.component == "memory":
+                c.print(
+                    f"[cyan]memory[/] {_short(event.model)} ready, notes ranked "
+                    f"({event.duration_s:.1f} s)"
+                )
             else:
                 what = event.component or "model"
                 c.print(f"[cyan]{what}[/] {_short(event.model)} ready ({event.duration_s:.1f} s)")

@@ -11,8 +11,8 @@ class              ``type``          fields
 =================  ================  ===========================================================
 ``RunStart``       ``run_start``     question, profile, strategy, tools, max_iterations,
                                      history_repairs, memory
-``ModelLoad``      ``model_load``    model, duration_s, (component: ``embeddings``; none for
-                                     the chat model)
+``ModelLoad``      ``model_load``    model, duration_s, (component: ``embeddings``, ``memory``;
+                                     none for the chat model)
 ``DecisionStart``  ``decision_start``  iteration, purpose
 ``DecisionMade``   ``decision``      iteration, purpose, status, prompt_ref, prompt_messages
                                      (or ``prompt`` once expanded), raw_text, parse, attempts,
@@ -140,8 +140,9 @@ class RunStart(RunEvent):
 @dataclasses.dataclass(frozen=True)
 class ModelLoad(RunEvent):
     """A model was loaded, as a step of its own (the time budget does not count it): the
-    chat model, or (``component``) another model the run uses, such as ``"embeddings"``:
-    the embedding model of tool preselection, loaded with the tools' vectors."""
+    chat model, or (``component``) another model the run uses: ``"embeddings"``, the
+    embedding model of tool preselection, loaded with the tools' vectors; ``"memory"``, the
+    embedding model memory loaded to rank its notes for the question."""
 
     type: ClassVar[str] = "model_load"
     _optional: ClassVar[frozenset[str]] = frozenset({"component"})

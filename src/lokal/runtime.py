@@ -449,6 +449,12 @@ class _Run:
                 memory=getattr(self.agent.memory, "last_selection", None),
             )
         )
+        take = getattr(self.agent.memory, "take_load_seconds", None)
+        seconds = take() if callable(take) else None
+        if seconds is not None:  # memory loaded the embedding model to rank its notes
+            from lokal.rag.embeddings import MINILM
+
+            self.emit(ModelLoad(model=MINILM, duration_s=seconds, component="memory"))
         self.load_model()
         self.budget_started = time.perf_counter()  # the time budget starts here
         for iteration in range(1, s.max_iterations + 1):

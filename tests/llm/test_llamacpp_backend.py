@@ -7,6 +7,9 @@ A decision is a valid message or an error of a labelled kind; how often it is va
 quality rate, measured by benchmarks/model_mechanisms_quality.py.
 """
 
+import json
+import re
+
 import pytest
 from jsonschema import Draft202012Validator
 
@@ -137,9 +140,37 @@ def test_constrained_replies_are_always_valid_messages(constrained):
         assert result["tool_calling"] == "constrained"
         assert_constrained_raw_text(result, case_id)
         if assert_valid_or_labelled(tools, result, case_id):
-            assert result["parse"]["format"] == "json_envelope"
+            assert_enveloped_or_extracted(messages, result, case_id)
         seen += 1
     assert seen >= 19
+
+
+def _strings(value) -> str:
+    """Every string in a message's content, JSON tool results decoded."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        return value if isinstance(decoded, str) else _strings(decoded)
+    if isinstance(value, dict):
+        return " ".join(_strings(v) for v in value.values())
+    if isinstance(value, list):
+        return " ".join(_strings(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def assert_enveloped_or_extracted(messages, result, case_id):
+    """A valid constrained decision is the model's JSON envelope, or (its replies failed
+    the answer checks after tool results) a passage lokal took from those tool results."""
+    parse = result["parse"]
+    assert parse["format"] in ("json_envelope", "extracted"), case_id
+    if parse["format"] == "extracted":
+        assert parse["model_failed"]["type"] in ("bad_reply", "parse_error"), case_id
+        passage = parse["extracted"]["passage"]
+        shown = set(re.findall(r"\w+", " ".join(_strings(m.get("content")) for m in messages)))
+        assert passage and set(re.findall(r"\w+", passage)) <= shown, case_id
+        assert result["ai_message"]["content"].startswith(passage), case_id
 
 
 def test_constrained_plan_is_valid(constrained):

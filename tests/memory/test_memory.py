@@ -99,7 +99,11 @@ def test_remember_tool_stores_a_note_that_a_later_run_selects(home, tmp_path):
     memory.close()
 
     agent, backend, memory = make_agent(["It is tortoise."], memory_dir=memory_dir, k=1)
-    agent.run("What is the name of the staging server?")
+    result = agent.run("What is the name of the staging server?")
+    # ranking the notes loaded the embedding model: a step of its own, after run_start
+    loads = [e for e in result.events if e.type == "model_load" and e.component == "memory"]
+    assert len(loads) == 1 and loads[0].duration_s > 0
+    assert result.events[0].type == "run_start" and result.events[1] is loads[0]
     system = [m for m in backend.requests[0].messages if m["role"] == "system"]
     text = "\n".join(m["content"] for m in system)
     assert "The user prefers answers in French." in text  # global memory

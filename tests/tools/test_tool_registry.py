@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +312,51 @@ def test_calls_without_ids_get_positional_ids() -> None:
     )
     assert [m["tool_call_id"] for m in messages] == ["call_001", "call_002"]
     assert messages[1]["status"] == "error"  # None args → {} → missing 'path'
+
+
+def test_execute_many_returns_only_after_every_tool_end_is_delivered() -> None:
+    """A worker marked its call finished, the waiting loop returned, and the worker's
+    tool_end reached the run's subscribers after the run had ended and closed its trace
+    (CI, a slow machine: "I/O operation on closed file"). Every event is out before return."""
+    ended: list[str] = []
+
+    def slow_subscriber(kind: str, payload: dict[str, Any]) -> None:
+        if kind == "tool_end":
+            time.sleep(0.2)  # a subscriber slower than the loop that waits for the calls
+            ended.append(payload["call_id"])
+
+    def quick(n: int) -> int:
+        """Echo."""
+        return n
+
+    registry = ToolRegistry([quick])
+    calls = [{"id": f"c{i}", "name": "quick", "args": {"n": i}} for i in range(3)]
+    for _ in range(3):
+        ended.clear()
+        messages = registry.execute_many(calls, on_event=slow_subscriber)
+        assert len(messages) == 3
+        assert sorted(ended) == ["c0", "c1", "c2"]
+
+
+def test_a_timeout_never_reports_the_end_before_the_start() -> None:
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def stuck() -> None:
+        """Hang."""
+        release.wait(30)
+
+    order: list[str] = []
+
+    def subscriber(kind: str, payload: dict[str, Any]) -> None:
+        if kind == "tool_start":
+            time.sleep(0.2)  # the timeout expires while the start is being delivered
+        order.append(kind)
+
+    registry = ToolRegistry([stuck])
+    messages = registry.execute_many(
+        [{"id": "s", "name": "stuck", "args": {}}], on_event=subscriber
+    )
+    release.set()
+    assert _result(messages[0])["error"] == "timed out after 0.05s"
+    assert order == ["tool_start", "tool_end"]

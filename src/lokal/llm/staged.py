@@ -47,8 +47,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lokal.llm import grammar
-from lokal.llm.normalize import iso_dates, number_candidates
 from lokal.llm.backends import Completion, GenerationRequest
+from lokal.llm.normalize import iso_dates, number_candidates
 from lokal.llm.select import Selection, _words, default_selector
 from lokal.tools.schema import ToolSpec, schema_validator
 

@@ -70,6 +70,7 @@ class Memory:
         self.min_score = min_score
         self.last_selection: dict[str, Any] | None = None
         self._embedder = embedder
+        self._load_seconds: float | None = None
         self.recorder: ConversationRecorder | None = None
 
     # -- global memory ---------------------------------------------------------------------
@@ -116,6 +117,12 @@ class Memory:
         rows = self.store.conn.execute("SELECT * FROM notes ORDER BY id").fetchall()
         return [Note(dict(row)) for row in rows]
 
+    def take_load_seconds(self) -> float | None:
+        """The seconds the embedding model took to load for the last ``load`` (its first
+        notes ranked included), once; None when nothing was loaded."""
+        seconds, self._load_seconds = self._load_seconds, None
+        return seconds
+
     def embedder(self):
         if self._embedder is None:
             from lokal.rag.embeddings import CachedEmbedder, LocalEmbedder
@@ -148,8 +155,13 @@ class Memory:
             return []
         found = BM25Index(notes, [x["text"] for x in notes]).search(question, len(notes))
         bm25 = {note["id"]: score for note, score in found}
-        # the embedding model loads here, only when there are notes to rank
+        # the embedding model loads here, only when there are notes to rank; the run reports
+        # that load as a step of its own (take_load_seconds)
+        first = self._embedder is None
+        started = time.perf_counter()
         vectors = self.embedder().embed([question] + [x["text"] for x in notes])
+        if first:
+            self._load_seconds = round(time.perf_counter() - started, 4)
         similarity = vectors[1:] @ vectors[0]
         cosines = {note["id"]: float(c) for note, c in zip(notes, similarity, strict=True)}
         relevant = [x for x in notes if not threshold or cosines[x["id"]] >= threshold]

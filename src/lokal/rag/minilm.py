@@ -13,7 +13,6 @@ says. ``tests/test_minilm.py`` checks the vectors against sentence-transformers'
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -110,8 +109,9 @@ class MiniLM:
         return np.stack(vectors).astype(np.float32)
 
 
-@functools.cache
 def _blas() -> Any:
+    """The BLAS libraries loaded now (a fresh look, 0.25 ms: a library loaded after the first
+    encode, such as another package's OpenBLAS, is limited too)."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:

@@ -250,6 +250,7 @@ class _Job:
     start_perf: float | None = None
     start_time: float | None = None
     finished: bool = False
+    reported: bool = False  # its tool_end was given to on_event
     message: ToolMessage | None = None
 
 
@@ -386,7 +387,7 @@ class ToolRegistry:
         self, jobs: list[_Job], workers: int, on_event: EventCallback | None
     ) -> list[ToolMessage]:
         condition = threading.Condition()
-        emit_lock = threading.Lock()
+        emit_lock = threading.RLock()
         slots = threading.Semaphore(workers)
 
         def emit(kind: str, payload: dict[str, Any]) -> None:
@@ -407,16 +408,18 @@ class ToolRegistry:
             }
 
         def start(job: _Job) -> bool:
-            with condition:
-                if job.finished:
-                    return False
-                job.start_perf = time.perf_counter()
-                job.start_time = time.time()
-                condition.notify_all()
-            emit(
-                "tool_start",
-                {**base(job), "start_perf": job.start_perf, "start_time": job.start_time},
-            )
+            # holding emit_lock: a timeout's tool_end cannot overtake this tool_start
+            with emit_lock:
+                with condition:
+                    if job.finished:
+                        return False
+                    job.start_perf = time.perf_counter()
+                    job.start_time = time.time()
+                    condition.notify_all()
+                emit(
+                    "tool_start",
+                    {**base(job), "start_perf": job.start_perf, "start_time": job.start_time},
+                )
             return True
 
         def finish(job: _Job, output: Any, error: str | None, timed_out: bool = False) -> None:
@@ -446,6 +449,11 @@ class ToolRegistry:
                     "message": job.message,
                 },
             )
+            # the batch returns only once every tool_end is out: a run's events never
+            # arrive after the run has ended (a worker finishing races the waiting loop)
+            with condition:
+                job.reported = True
+                condition.notify_all()
 
         def work(job: _Job) -> None:
             with slots:
@@ -482,14 +490,14 @@ class ToolRegistry:
         while True:
             expired: list[_Job] = []
             with condition:
-                pending = [job for job in runnable if not job.finished]
+                pending = [job for job in runnable if not job.reported]
                 if not pending:
                     break
                 now = time.perf_counter()
                 nearest: float | None = None
                 for job in pending:
-                    if job.timeout is None:
-                        continue
+                    if job.finished or job.timeout is None:
+                        continue  # finished: its tool_end is on its way
                     began = job.start_perf if job.start_perf is not None else job.submit_perf
                     deadline = began + job.timeout
                     if now >= deadline:
