@@ -1,10 +1,10 @@
 """Tables for docs/benchmarks.md from the outputs of `lokal bench` and `lokal bfcl` runs.
 
     .venv/bin/python benchmarks/bench_tables.py --bench outputs/bench_after \
-        [--bench-before outputs/bench_before] [--bfcl outputs/bfcl20]
+        [--bench-before outputs/bench_before] [--bfcl outputs/bfcl20] [--no-write]
 
 Every rate comes with its 95% Wilson interval. Writes the ``bench`` and ``bfcl`` sections of
-docs/benchmarks.md (between their markers) and prints them.
+docs/benchmarks.md (between their markers, unless ``--no-write``) and prints them.
 """
 
 from __future__ import annotations
@@ -122,15 +122,18 @@ def main() -> None:
     parser.add_argument("--bench", type=Path, default=None)
     parser.add_argument("--bench-before", type=Path, default=None)
     parser.add_argument("--bfcl", type=Path, default=None)
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     if args.bench:
         text = bench_section(args.bench, args.bench_before)
         print(text)
-        write_section("bench_table", text, doc=DOC)
+        if not args.no_write:
+            write_section("bench_table", text, doc=DOC)
     if args.bfcl:
         text = bfcl_section(args.bfcl)
         print(text)
-        write_section("bfcl_table", text, doc=DOC)
+        if not args.no_write:
+            write_section("bfcl_table", text, doc=DOC)
 
 
 if __name__ == "__main__":

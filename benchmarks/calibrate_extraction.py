@@ -1,6 +1,6 @@
 """Calibrate the extraction threshold of ``rag ask`` (``lokal.llm.answer.EXTRACT_MIN_SCORE``).
 
-    .venv/bin/python benchmarks/calibrate_extraction.py
+    .venv/bin/python benchmarks/calibrate_extraction.py [--limit N]
 
 When the model does not answer from passages that passed the relevance threshold (it writes
 "not available", or its reply fails the answer checks), ``rag ask`` answers with the sentence
@@ -12,11 +12,12 @@ For every question of ``data/rag_eval/questions.json`` (answerable) and
 ``rag ask`` does, finds the closest sentence (all-MiniLM-L6-v2), and prints its cosine, whether
 it holds the labelled snippet, and the threshold: halfway between the lowest answerable
 question and the unanswerable one just below it (in-sample: the set it is chosen on). No chat
-model is involved; about 20 s on 2 cores.
+model is involved; about 20 s on 2 cores. ``--limit N``: the first N questions of each file.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -39,6 +40,9 @@ SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=None, help="questions per file")
+    args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp())
     store = SqliteVecStore(tmp / "index.db")
     embedder = CachedEmbedder(LocalEmbedder(), tmp / "cache.db")
@@ -60,7 +64,8 @@ def main() -> None:
 
     rows = []
     for kind, path in (("answerable", "questions.json"), ("unanswerable", "unanswerable.json")):
-        for item in json.loads((REPO / "data" / "rag_eval" / path).read_text(encoding="utf-8")):
+        items = json.loads((REPO / "data" / "rag_eval" / path).read_text(encoding="utf-8"))
+        for item in items[: args.limit]:
             relevance, score, sentence = closest(item["question"])
             holds = (
                 item.get("snippet", "").lower() in sentence.lower() if "snippet" in item else None

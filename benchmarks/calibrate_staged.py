@@ -1,7 +1,8 @@
 """Calibrate a profile's staged-decision weights on lokal's development cases.
 
     .venv/bin/python benchmarks/calibrate_staged.py [--profile smollm2-135m] \
-        [--cases data/dev/cases] [--tools data/dev/tools_lokal_run.json] [--out outputs/calibration]
+        [--cases data/dev/cases] [--tools data/dev/tools_lokal_run.json] [--out outputs/calibration] \
+        [--limit N]
 
 Development cases only (``data/dev/cases``): never the evaluation sets (``data/bench_cases``,
 BFCL), which the reported numbers come from. For every case the script runs the profile's
@@ -35,11 +36,11 @@ import numpy as np
 from lokal.bench.batch import load_cases
 from lokal.config import StagedSettings, load_profile
 from lokal.llm.backends import GenerationRequest, get_backend
-from lokal.llm.decide import _current_turn_has_results, _current_turn_results
+from lokal.llm.decide import _done_calls, _results
 from lokal.llm.prompts import build_prompt_messages
-from lokal.llm.select import default_selector
+from lokal.llm.select import default_selector, evidence
 from lokal.llm.staged import CALL_OPENING, StagedEngine, args_schema
-from lokal.messages import last_user_text
+from lokal.messages import current_turn, last_user_text
 from lokal.tools.schema import tool_specs
 
 
@@ -50,7 +51,10 @@ def _engine(backend, profile, case, tools, neutral: StagedSettings):
         messages, tools, k=settings.preselect_k, always=settings.always
     )
     offered = [t for t in tools if t.name in selection.offered]
-    prompt = build_prompt_messages(messages, offered, mode="staged", purpose="decide")
+    prompt = build_prompt_messages(
+        messages, offered, mode="staged", purpose="decide", evidence=evidence(messages, k=3)
+    )
+    turn = current_turn(messages)
     request = GenerationRequest(messages=prompt, settings=profile.generation)
     engine = StagedEngine(
         backend,
@@ -59,9 +63,10 @@ def _engine(backend, profile, case, tools, neutral: StagedSettings):
         selection,
         settings,
         purpose="decide",
-        has_results=_current_turn_has_results(messages),
+        has_results=any(m.get("role") == "tool" for m in turn),
         question=last_user_text(messages),
-        results=_current_turn_results(messages),
+        results=_results(turn),
+        done=_done_calls(turn),
     )
     return engine, offered, selection
 
@@ -266,9 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="data/dev/cases")
     parser.add_argument("--tools", default="data/dev/tools_lokal_run.json")
     parser.add_argument("--out", default="outputs/calibration")
+    parser.add_argument("--limit", type=int, default=None, help="the first N cases only")
     args = parser.parse_args(argv)
     profile = load_profile(args.model_config, args.profile, tool_calling="staged")
-    cases = load_cases(args.cases)
+    cases = load_cases(args.cases)[: args.limit]
     tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
     print(f"collecting evidence on {len(cases)} development cases ({profile.name})", flush=True)
     rows = collect(profile, cases, tools)

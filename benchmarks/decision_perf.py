@@ -1,6 +1,6 @@
 """Decision performance on the bundled model, as ratios measured in one run.
 
-    .venv/bin/python benchmarks/decision_perf.py [--repeats 5]
+    .venv/bin/python benchmarks/decision_perf.py [--repeats 5] [--questions 5] [--no-write]
 
 1. decision overhead: generate_ai_message vs the bare llama.cpp call on the same prompt;
 2. constrained vs free decoding, with the 9 tools `lokal run` offers: time per generated
@@ -9,7 +9,7 @@
 4. second turn of a growing conversation: prefix reuse vs cold (KV cache reset);
 5. llama.cpp vs transformers on the same GGUF: load time and tokens per second.
 
-Results go to the `decision_perf` section of docs/performance.md.
+Results go to the `decision_perf` section of docs/performance.md (unless ``--no-write``).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _with_engine(profile, engine: str):
     return type(profile)(profile.name, model, profile.generation, profile.tool_calling)
 
 
-def constrained_vs_free(repeats: int) -> dict:
+def constrained_vs_free(repeats: int, questions: list[str]) -> dict:
     """Per-token time with the prompt already evaluated (so prompt reading, the same for all,
     does not count), over the reply schema of the 9 tools of `lokal run`: free decoding,
     llguidance masks through the logits processor, llama.cpp's GBNF grammar sampler."""
@@ -89,7 +89,7 @@ def constrained_vs_free(repeats: int) -> dict:
         clear_backend_cache()
         backend = get_backend(profile)
         seconds, tokens = 0.0, 0
-        for question in QUESTIONS:
+        for question in questions:
             prompt = build_prompt_messages(
                 [{"role": "user", "content": question}],
                 tools,
@@ -106,7 +106,7 @@ def constrained_vs_free(repeats: int) -> dict:
                 tokens += completion.completion_tokens or 0
         rows[label] = {
             "s_per_token": seconds / tokens,
-            "tokens_per_call": tokens / (len(QUESTIONS) * max(1, repeats // 2)),
+            "tokens_per_call": tokens / (len(questions) * max(1, repeats // 2)),
         }
     clear_backend_cache()
     for label in ("llguidance", "gbnf"):
@@ -114,13 +114,13 @@ def constrained_vs_free(repeats: int) -> dict:
     return rows
 
 
-def staged_vs_single_grammar(profile, repeats: int) -> dict:
+def staged_vs_single_grammar(profile, repeats: int, questions: list[str]) -> dict:
     """Whole decisions with the 9 tools of `lokal run`: staged (preselection of 4 tools,
     scored choices, candidates for arguments) vs one grammar over every reply."""
     rows = {}
     for mode in ("staged", "constrained"):
         decided = profile.with_tool_calling(mode=mode, max_retries=0)
-        messages = [[{"role": "user", "content": q}] for q in QUESTIONS]
+        messages = [[{"role": "user", "content": q}] for q in questions]
         for m in messages:
             generate_ai_message(decided, m, RUN_TOOLS)  # warm caches and compile grammars
         seconds = [
@@ -198,12 +198,17 @@ def llamacpp_vs_transformers(repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--questions", type=int, default=len(QUESTIONS), help="the first N questions (1-5)"
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
+    questions = QUESTIONS[: max(1, args.questions)]
     profile = load_profile(CONFIG)
     results = {
         "overhead": overhead(profile, args.repeats),
-        "constrained": constrained_vs_free(args.repeats),
-        "staged": staged_vs_single_grammar(profile, args.repeats),
+        "constrained": constrained_vs_free(args.repeats, questions),
+        "staged": staged_vs_single_grammar(profile, args.repeats, questions),
         "prefix": prefix_reuse(profile, args.repeats),
         "backends": llamacpp_vs_transformers(args.repeats),
     }
@@ -211,10 +216,11 @@ def main() -> None:
     o, c, st, p, b = (
         results[k] for k in ("overhead", "constrained", "staged", "prefix", "backends")
     )
+    shown = f" --questions {len(questions)}" if len(questions) < len(QUESTIONS) else ""
     markdown = f"""
 ## Decisions on the bundled model
 
-Command: `.venv/bin/python benchmarks/decision_perf.py --repeats {args.repeats}` on {machine()},
+Command: `.venv/bin/python benchmarks/decision_perf.py --repeats {args.repeats}{shown}` on {machine()},
 SmolLM2-135M-Instruct Q4_1, greedy. Each row is a ratio of two timings taken in the same run.
 "9 tools" are the tools `lokal run` offers with the example skill (`data/dev/tools_lokal_run.json`).
 
@@ -229,7 +235,8 @@ SmolLM2-135M-Instruct Q4_1, greedy. Each row is a ratio of two timings taken in 
 | load time, transformers vs llama.cpp (same GGUF) | {b["transformers"]["load_s"]:.2f} s vs {b["llamacpp"]["load_s"]:.2f} s | {b["ratio_load"]:.1f} |
 | generation speed, llama.cpp vs transformers | {b["llamacpp"]["tokens_per_s"]:.0f} vs {b["transformers"]["tokens_per_s"]:.0f} tokens/s | {b["ratio_tokens_per_s"]:.2f} |
 """
-    write_section("decision_perf", markdown)
+    if not args.no_write:
+        write_section("decision_perf", markdown)
 
 
 if __name__ == "__main__":

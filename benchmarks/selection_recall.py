@@ -1,13 +1,14 @@
 """Tool preselection recall: is the expected tool among the k tools offered?
 
-    .venv/bin/python benchmarks/selection_recall.py [--k 1,2,3,4,5] [--limit N]
+    .venv/bin/python benchmarks/selection_recall.py [--k 1,2,3,4,5] [--limit N] [--no-write]
 
 Over BFCL v4 ``multiple`` and ``live_multiple`` (the expected function of the possible
 answer) and over lokal bench's cases (``data/bench_cases``, the first expected call, the
 tools of ``data/messages/tools_schema_basic.json`` unless a case has its own), for each k:
 recall@k with its 95% Wilson interval, the mean number of tools on offer, and the same for
-BM25 alone. No model is run: this is the ranking of ``lokal.llm.select`` only. Results go to
-the ``selection_recall`` section of docs/benchmarks.md.
+BM25 alone. No model is run: this is the ranking of ``lokal.llm.select`` only. Results are
+printed and go to the ``selection_recall`` section of docs/benchmarks.md (unless
+``--no-write``).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", default="1,2,3,4,5")
     parser.add_argument("--limit", type=int, default=None, help="questions per BFCL category")
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     ks = [int(k) for k in args.k.split(",")]
     sets = {
@@ -106,7 +108,9 @@ BFCL's `multiple` questions offer 2–4 functions, `live_multiple` up to dozens.
 
 {chr(10).join(lines)}
 """
-    write_section("selection_recall", markdown, doc=ROOT / "docs" / "benchmarks.md")
+    print(markdown)
+    if not args.no_write:
+        write_section("selection_recall", markdown, doc=ROOT / "docs" / "benchmarks.md")
 
 
 if __name__ == "__main__":

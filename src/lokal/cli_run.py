@@ -468,6 +468,14 @@ def _sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory", type=int, default=512, help="MB of address space")
     parser.add_argument("--workspace", default=None, help="shown read-only at ./workspace")
     parser.add_argument(
+        "--allow-hard-links",
+        "--allow_hard_links",
+        dest="allow_hard_links",
+        action="store_true",
+        help="show workspace files that have more than one hard link (refused by default: "
+        "such a file may also be a file outside the workspace)",
+    )
+    parser.add_argument(
         "--mode",
         choices=["auto", "bwrap", "process"],
         default="auto",
@@ -489,6 +497,8 @@ def sandbox_command(args: argparse.Namespace) -> int:
     ]
     if args.workspace:
         argv += ["--workspace", str(Path(args.workspace))]
+    if args.allow_hard_links:
+        argv.append("--allow-hard-links")
     return sandbox_main(argv)
 
 

@@ -152,6 +152,19 @@ def test_code_execution_follows_the_workspace_setting(linked, mode: str, tmp_pat
     assert "link.txt" in out["stdout"].splitlines()[0]  # listed: the opt-in shows it
 
 
+def test_lokal_sandbox_command_takes_the_opt_in(linked, tmp_path: Path, capsys) -> None:
+    ws, _ = linked
+    script = tmp_path / "list.py"
+    script.write_text(_LIST_AND_READ, encoding="utf-8")
+    base = ["sandbox", str(script), "--workspace", str(ws), "--mode", "process"]
+    assert main(base) == 0
+    refused = json.loads(capsys.readouterr().out)
+    assert "link.txt" not in refused["stdout"].splitlines()[0]
+    assert main([*base, "--allow-hard-links"]) == 0
+    allowed = json.loads(capsys.readouterr().out)
+    assert "link.txt" in allowed["stdout"].splitlines()[0]  # listed: the opt-in shows it
+
+
 # --- too wide a workspace ----------------------------------------------------------------------
 
 

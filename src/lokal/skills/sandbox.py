@@ -647,7 +647,8 @@ def _result(
 
 
 def sandbox_main(argv: list[str] | None = None) -> int:
-    """``lokal sandbox FILE.py [--timeout S] [--memory MB] [--workspace DIR]``: print one JSON.
+    """``lokal sandbox FILE.py [--timeout S] [--memory MB] [--workspace DIR]
+    [--allow-hard-links]``: print one JSON.
 
     Returns 0 when the run ended with status ``ok``, 1 otherwise, 2 when it could not run.
     """
@@ -659,6 +660,11 @@ def sandbox_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", type=int, default=512, help="address space in MB")
     parser.add_argument("--workspace", help="directory shown read-only at ./workspace")
     parser.add_argument("--mode", choices=["auto", "bwrap", "process"], default="auto")
+    parser.add_argument(
+        "--allow-hard-links",
+        action="store_true",
+        help="show workspace files that have more than one hard link (refused by default)",
+    )
     args = parser.parse_args(argv)
     failure = {"status": "error", "exit_code": None, "stdout": "", "limit": None}
     try:
@@ -669,6 +675,7 @@ def sandbox_main(argv: list[str] | None = None) -> int:
             timeout=args.timeout,
             memory_mb=args.memory,
             mode=args.mode,
+            allow_hard_links=args.allow_hard_links,
         )
     except (OSError, UnicodeDecodeError, ConfigError) as exc:
         print(json.dumps({**failure, "stderr": f"cannot run {args.file}: {exc}"}))

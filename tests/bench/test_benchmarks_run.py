@@ -1,0 +1,390 @@
+"""Every script of benchmarks/ runs once, on its cheapest settings, and does its work.
+
+Each script runs as ``lokal`` users run it (``python benchmarks/<script>.py ...``, from the
+repository root) in a subprocess with a timeout; the test asserts exit code 0 and lines of its
+output that show the work was done (its table header and a row of numbers, its summary line).
+Nothing may be written into docs/ (the scripts that update docs/*.md run with ``--no-write``
+or without ``--write``) and outputs go to ``tmp_path``. What the bundled model answers differs
+between CPUs, so only mechanisms are asserted: exit code, tables, counts that are numbers;
+never a rate. A script added to benchmarks/ without an entry in ``SMOKES`` fails
+``test_every_benchmark_has_a_smoke_run``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+
+BENCHMARKS = REPO / "benchmarks"
+DOCS = REPO / "docs"
+HELPER = "_report.py"  # imported by the scripts, not run on its own
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def _lokal(*argv: str) -> None:
+    """A ``lokal`` command in a subprocess, from the repository root."""
+    done = subprocess.run(
+        [sys.executable, "-m", "lokal.cli", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def _bench_outputs(tmp: Path) -> None:
+    """Real inputs for bench_tables.py, made on the mock backend (no model): a ``lokal bench``
+    run (cases.jsonl) and a ``lokal bfcl`` run (results.jsonl)."""
+    _lokal("bench", "--mode", "mock", "--limit", "2", "--outdir", str(tmp / "bench"))
+    _lokal(
+        *("bfcl", "--profile", "mock", "--categories", "simple_python,irrelevance"),
+        *("--pipelines", "prompt_json", "--limit", "1", "--outdir", str(tmp / "bfcl")),
+    )
+
+
+def _run_tasks_out(tmp: Path, stdout: str) -> None:
+    rows = _lines(tmp / "tasks.jsonl")
+    assert len(rows) == 1
+    assert {"id", "pass", "status", "source", "answer", "calls", "seconds"} <= set(rows[0])
+    assert isinstance(rows[0]["pass"], bool)
+
+
+def _calibration_out(tmp: Path, stdout: str) -> None:
+    rows = _lines(tmp / "calibration" / "features.jsonl")
+    assert len(rows) == 5
+    assert all(isinstance(r["lm"], float) and isinstance(r["similarity"], float) for r in rows)
+    fit = json.loads((tmp / "calibration" / "fit.json").read_text("utf-8"))
+    assert {"stage1", "names", "values", "continue", "recall_at_k"} <= set(fit)
+
+
+def _parallel_timing(tmp: Path, stdout: str) -> None:
+    # two calls that each sleep 200 ms: one after the other cannot take less than 400 ms
+    serial = float(re.search(r"serial (\d+\.\d+) s", stdout).group(1))
+    assert serial >= 0.39, stdout
+
+
+def _json_result(*keys: str) -> Callable[[Path, str], None]:
+    """The script prints one JSON object: it parses and has ``keys`` (a.b for nested)."""
+
+    def check(tmp: Path, stdout: str) -> None:
+        result = json.loads(stdout[stdout.index("{") : stdout.rindex("}") + 1])
+        for key in keys:
+            value = result
+            for part in key.split("."):
+                value = value[part]
+            assert isinstance(value, int | float), (key, value)
+
+    return check
+
+
+@dataclass(frozen=True)
+class Smoke:
+    script: str
+    args: tuple[str, ...]  # "{tmp}" stands for the test's tmp_path
+    expect: tuple[str, ...]  # regular expressions, each must match a line of stdout
+    timeout: float = 120
+    setup: Callable[[Path], None] | None = None
+    check: Callable[[Path, str], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+MODEL = pytest.mark.model
+SLOW = pytest.mark.slow
+ONE_THREAD = {"LOKAL_N_THREADS": "1"}
+
+SMOKES = [
+    pytest.param(
+        Smoke(
+            "bench_tables.py",
+            ("--bench", "{tmp}/bench", "--bfcl", "{tmp}/bfcl", "--no-write"),
+            (
+                r"^\| code \| pipeline \| valid % \(n; 95% CI\) \| correct % \(n; 95% CI\) \|",
+                r"^\| after \| \w+ \| \d+ \(\d/2; \d+–\d+\) \| \d+ \(\d/2; \d+–\d+\) \| "
+                r"\d+\.\d s \| \d+\.\d s \|$",
+                r"^\| category \| prompt_json \|$",
+                r"^\| simple_python \| \d+ \(\d/1; \d+–\d+\) \|$",
+                r"^\| lokal prompt_json, SmolLM2-135M \| \d+\.\d \| - \| - \| \d+\.\d \|$",
+            ),
+            timeout=60,
+            setup=_bench_outputs,
+        ),
+        id="bench_tables",
+        marks=SLOW,
+    ),
+    pytest.param(
+        Smoke(
+            "calibrate_extraction.py",
+            ("--limit", "2"),
+            (
+                r"^questions: 2 answerable, 2 unanswerable$",
+                r"^closest sentence holds the snippet: \d of 2$",
+                r"^fitted threshold: \d\.\d{3} \(in use: \d\.\d+\)$",
+                r"^unanswerable: \d pass the relevance threshold \d\.\d+, \d of them reach",
+            ),
+            timeout=120,
+        ),
+        id="calibrate_extraction",
+        marks=SLOW,
+    ),
+    pytest.param(
+        Smoke(
+            "calibrate_staged.py",
+            ("--limit", "5", "--out", "{tmp}/calibration"),
+            (
+                r"^collecting evidence on 5 development cases \(smollm2-135m\)$",
+                r"^  \S+ +lm=[+-]\d+\.\d\d sim=-?\d\.\d\d$",
+                r'^staged: \{"lm_weight": .*"continue_bias": -?\d',
+            ),
+            timeout=180,
+            check=_calibration_out,
+            env=ONE_THREAD,
+        ),
+        id="calibrate_staged",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "calibrate_thresholds.py",
+            (),
+            (
+                r"^## Notes$",
+                r"^\*\*Threshold: \d\.\d+\*\* \(`NOTE_MIN_SCORE`\)\.$",
+                r"^\*\*Threshold: \d\.\d+\*\* \(`RAG_MIN_SCORE`\)\.$",
+                r"^\*\*Threshold: \d\.\d+\*\* \(`CITATION_MIN_OVERLAP`\)\.$",
+                r"^\| threshold \| answerable kept \| unanswerable rejected \| precision \|",
+                r"^\| 0\.5 \| \d+/\d+ \| \d+/\d+ \| \d\.\d{3} \| \d\.\d{3} \| \d\.\d{3} \|$",
+            ),
+            timeout=180,
+        ),
+        id="calibrate_thresholds",
+        marks=SLOW,
+    ),
+    pytest.param(
+        Smoke(
+            "decision_perf.py",
+            ("--repeats", "1", "--questions", "1", "--no-write"),
+            (r'^  "overhead": \{$', r'^  "backends": \{$'),
+            timeout=420,
+            env=ONE_THREAD,
+            check=_json_result(
+                "overhead.ratio",
+                "constrained.ratio_llguidance",
+                "constrained.ratio_gbnf",
+                "staged.ratio",
+                "prefix.ratio",
+                "backends.ratio_tokens_per_s",
+                "backends.ratio_load",
+            ),
+        ),
+        id="decision_perf",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "decision_time.py",
+            ("--lengths", "50", "--tools", "1", "--no-bfcl", "--no-write"),
+            (
+                r"^\| question \| tools \| decision time \| outcome \| attempts \| scored \| "
+                r"capped \|$",
+                r"^\| synthetic, \d+ chars \| 1 \| \d+\.\d s \| [^|]+ \| \d+ \| \d+ \| \d+ \|$",
+            ),
+            timeout=120,
+            env=ONE_THREAD,
+        ),
+        id="decision_time",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "model_mechanisms_quality.py",
+            (
+                *("--settings", "1:512", "--limit", "1"),
+                *("--only", "staged_bench,loop", "--no-write"),
+            ),
+            (
+                r"^(ok  |FAIL) n_threads=1 n_batch=512 staged_bench \S+: ",
+                r"^(ok  |FAIL) n_threads=1 n_batch=512 loop go go go: ",
+                r"^staged_bench +[01]/1 = +\d+\.\d% \(95% CI \d+-\d+%\)$",
+                r"^loop +[01]/1 = +\d+\.\d% \(95% CI \d+-\d+%\)$",
+            ),
+            timeout=120,
+        ),
+        id="model_mechanisms_quality",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "parallel_tools.py",
+            ("--calls", "2", "--repeats", "1", "--no-write"),
+            (r"^parallel \d+\.\d{3} s, serial \d+\.\d{3} s, ratio \d+\.\d{3}$",),
+            timeout=60,
+            check=_parallel_timing,
+        ),
+        id="parallel_tools",
+    ),
+    pytest.param(
+        Smoke(
+            "prompt_cache.py",
+            ("--rounds", "1"),
+            (r'^  "ratio_on_vs_off": \d+\.\d+$',),
+            timeout=180,
+            check=_json_result("off.total_s", "on.total_s", "off.n", "on.n"),
+            env=ONE_THREAD,
+        ),
+        id="prompt_cache",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "rag_ingest.py",
+            ("--sizes", "100", "--queries", "2", "--no_write"),
+            (
+                r"^\| chunks \| sqlite-vec ingest \(chunks/s\) \| numpy ingest \(chunks/s\) \|",
+                r"^\| 100 \| [\d,]+ \| [\d,]+ \| \d+\.\d\d \| \d+\.\d\d \| \d+\.\dx \| \d+ "
+                r"\| \d+% \|$",
+                r"^Real pipeline over data/docs \(\d+ chunks, ",
+            ),
+            timeout=120,
+        ),
+        id="rag_ingest",
+        marks=SLOW,
+    ),
+    pytest.param(
+        Smoke(
+            "run_tasks.py",
+            ("--tasks", "data/dev/e2e_tasks.json", "--limit", "1", "--out", "{tmp}/tasks.jsonl"),
+            (
+                r"^(PASS|FAIL) \S+ +\d+\.\ds \[\w+\] ",
+                r"^passed [01]/1 \(95% CI \d+-\d+%\)$",
+                r"^  source \w+: [01]/1 passed$",
+            ),
+            timeout=180,
+            check=_run_tasks_out,
+            env=ONE_THREAD,
+        ),
+        id="run_tasks",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "selection_recall.py",
+            ("--k", "1", "--limit", "1", "--no-write"),
+            (
+                r"^\| set \| k \| recall, hybrid \(95% CI\) \| recall, BM25 alone \|",
+                r"^\| BFCL multiple \| 1 \| \d+\.\d \(\d+–\d+\) \| \d+\.\d \| \d\.\d\d \| 1 \|$",
+                r"^\| BFCL live_multiple \| 1 \| \d+\.\d \(\d+–\d+\) \| \d+\.\d \| \d\.\d\d "
+                r"\| 1 \|$",
+                r"^\| lokal bench \(first expected call\) \| 1 \| \d+\.\d \(\d+–\d+\) \| \d+\.\d "
+                r"\| \d\.\d\d \| \d+ \|$",
+            ),
+            timeout=120,
+        ),
+        id="selection_recall",
+        marks=SLOW,
+    ),
+    pytest.param(
+        Smoke(
+            "serve_load.py",
+            ("--clients", "1", "--requests", "1", "--sequential", "1", "--gen-ms", "1"),
+            (r'^  "setup": "scripted backend, 1 ms per generation",$',),
+            timeout=60,
+            check=_json_result("served_p50_ms", "direct_p50_ms", "throughput_rps"),
+        ),
+        id="serve_load",
+    ),
+    pytest.param(
+        Smoke(
+            "serve_load.py",
+            ("--model", "--clients", "1", "--requests", "1", "--sequential", "1"),
+            (r'^  "setup": "bundled model \(smollm2-135m, \w+\)",$',),
+            timeout=120,
+            check=_json_result("served_p50_ms", "direct_p50_ms", "throughput_rps"),
+            env=ONE_THREAD,
+        ),
+        id="serve_load-model",
+        marks=MODEL,
+    ),
+]
+
+
+def _docs_state() -> tuple[str, dict[str, str]]:
+    """``git status --porcelain docs/`` and the hash of every file under docs/ (a file that
+    was already modified does not change the status line when written again)."""
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "docs/"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    hashes = {
+        str(path.relative_to(REPO)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(DOCS.rglob("*"))
+        if path.is_file()
+    }
+    return status, hashes
+
+
+def test_every_benchmark_has_a_smoke_run():
+    scripts = {p.name for p in BENCHMARKS.glob("*.py")} - {HELPER}
+    covered = {param.values[0].script for param in SMOKES}
+    assert scripts - covered == set(), "benchmarks without a smoke run in SMOKES"
+    assert covered - scripts == set(), "SMOKES names scripts that are not in benchmarks/"
+
+
+def test_report_helper_imports(tmp_path):
+    spec = importlib.util.spec_from_file_location("_report", BENCHMARKS / HELPER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.DOC == DOCS / "performance.md"
+    assert re.fullmatch(r".+, \d+ cores, Python \d+\.\d+\.\d+", module.machine())
+    doc = tmp_path / "performance.md"  # never the real one
+    module.write_section("smoke", "| a |\n| 1 |", doc=doc)
+    module.write_section("smoke", "| a |\n| 2 |", doc=doc)
+    text = doc.read_text("utf-8")
+    assert text.count("<!-- BEGIN smoke -->") == 1 and "| 2 |" in text and "| 1 |" not in text
+
+
+@pytest.mark.parametrize("smoke", SMOKES)
+def test_benchmark_runs(smoke: Smoke, tmp_path):
+    before = _docs_state()
+    if smoke.setup is not None:
+        smoke.setup(tmp_path)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in smoke.args]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **smoke.env}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / smoke.script), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=smoke.timeout,
+    )
+    report = f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, report
+    for pattern in smoke.expect:
+        assert re.search(pattern, done.stdout, re.M), f"no line matches {pattern!r}\n{report}"
+    if smoke.check is not None:
+        smoke.check(tmp_path, done.stdout)
+    (status, hashes), (status_before, hashes_before) = _docs_state(), before
+    assert status == status_before, "git status --porcelain docs/ changed during the run"
+    changed = sorted(
+        p for p in hashes.keys() | hashes_before.keys() if hashes.get(p) != hashes_before.get(p)
+    )
+    assert changed == [], f"the run wrote into docs/: {changed}"
