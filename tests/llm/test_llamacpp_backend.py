@@ -146,15 +146,15 @@ def test_constrained_replies_are_always_valid_messages(constrained):
 
 
 def _strings(value) -> str:
-    """Every string in a message's content, JSON tool results decoded."""
+    """Every string in a message's content, JSON tool results decoded (keys too)."""
     if isinstance(value, str):
         try:
             decoded = json.loads(value)
         except ValueError:
             return value
         return value if isinstance(decoded, str) else _strings(decoded)
-    if isinstance(value, dict):
-        return " ".join(_strings(v) for v in value.values())
+    if isinstance(value, dict):  # a passage may be a "key: value" line of a result
+        return " ".join(f"{k} {_strings(v)}" for k, v in value.items())
     if isinstance(value, list):
         return " ".join(_strings(v) for v in value)
     return "" if value is None else str(value)
@@ -168,8 +168,10 @@ def assert_enveloped_or_extracted(messages, result, case_id):
     if parse["format"] == "extracted":
         assert parse["model_failed"]["type"] in ("bad_reply", "parse_error"), case_id
         passage = parse["extracted"]["passage"]
-        shown = set(re.findall(r"\w+", " ".join(_strings(m.get("content")) for m in messages)))
-        assert passage and set(re.findall(r"\w+", passage)) <= shown, case_id
+        # the conversation's words (tool results, calls, their keys), and "failed" of a
+        # passage that says a tool failed
+        shown = set(re.findall(r"\w+", _strings(messages))) | {"failed"}
+        assert passage and set(re.findall(r"\w+", passage)) <= shown, (case_id, passage)
         assert result["ai_message"]["content"].startswith(passage), case_id
 
 
