@@ -51,3 +51,8 @@ class ParseError(LokalError, ValueError):
 
 class BackendError(LokalError, RuntimeError):
     """A backend failed to produce text (load failure, server error after retries)."""
+
+
+class BackendDeadline(BackendError):
+    """The backend stopped a generation or a scoring because the request's ``deadline``
+    passed (llama.cpp aborts its evaluation between two graph nodes)."""

@@ -10,6 +10,7 @@ from jsonschema import Draft202012Validator
 
 from helpers import MODEL_CONFIG, basic_tools
 from lokal.config import GenerationSettings, load_profile
+from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.backends.scripted import ScriptedBackend
@@ -353,3 +354,69 @@ def test_a_generation_gets_only_the_tokens_the_time_left_allows():
     assert backend.requests[0].settings.max_new_tokens < 256
     assert result.error.type == "timeout" and "shortened" in result.error.message
     assert result.to_dict()["partial"]["stage"].startswith("answer")
+
+
+class StoppedInsideAStep(ScriptedBackend):
+    """A fake of a backend that stops inside a step at the request's deadline (what
+    llama.cpp's abort callback does; tests/llm/test_llamacpp_backend.py checks the real
+    one): scoring for the second call would take 5 s, and is stopped at the deadline."""
+
+    def score(self, request, continuations):
+        if request.prefix.count('{"name": "') >= 2:
+            assert request.deadline is not None
+            time.sleep(min(5.0, max(0.0, request.deadline - time.perf_counter())))
+            raise BackendDeadline("stopped at the request's deadline")
+        return super().score(request, continuations)
+
+
+def opens_two_reads(prefix, continuation):
+    if continuation.startswith((CALL_OPENING, ", {")):
+        return 0.0
+    if continuation.startswith((ANSWER_OPENING, "]}")):
+        return -5.0
+    return -1.0 if "a.txt" in continuation else -3.0
+
+
+def test_a_step_under_way_at_the_budget_is_stopped_and_ends_the_decision():
+    backend = StoppedInsideAStep([], scorer=opens_two_reads)
+    before = time.perf_counter()
+    result = generate_ai_message(
+        staged(decision_budget_s=1.0),
+        [{"role": "user", "content": "Read a.txt, then read b.txt"}],
+        [READ_TOOL],
+        backend=backend,
+    )
+    elapsed = time.perf_counter() - before
+    assert result.error.type == "timeout"
+    record = result.to_dict()
+    assert record["partial"]["tool_calls"] == [{"name": "read", "args": {"path": "a.txt"}}]
+    # the hard deadline is the budget itself (the engine's own checks stop a little before)
+    assert elapsed < 5.0 and result.latency_ms < 1000 + 500
+    assert backend.scored  # the first call's steps ran before the stopped one
+
+
+def test_one_reply_stopped_by_the_backend_is_a_timeout():
+    def stopped(request):
+        assert request.deadline is not None and request.deadline > time.perf_counter()
+        raise BackendDeadline("stopped at the request's deadline")
+
+    result = generate_ai_message(
+        constrained(max_retries=2, decision_budget_s=5.0),
+        [{"role": "user", "content": "hello"}],
+        basic_tools(),
+        backend=ScriptedBackend([stopped, stopped, stopped]),
+    )
+    assert result.error.type == "timeout" and "decision_budget_s" in result.error.message
+    assert len(result.attempts) == 1  # not retried: the budget is spent
+    assert result.to_dict()["partial"]["stage"] == "reply"
+
+
+def test_without_a_budget_requests_carry_no_deadline():
+    backend = ScriptedBackend(['{"content": "hi"}'])
+    generate_ai_message(
+        constrained(decision_budget_s=None),
+        [{"role": "user", "content": "hello"}],
+        basic_tools(),
+        backend=backend,
+    )
+    assert backend.requests and all(r.deadline is None for r in backend.requests)

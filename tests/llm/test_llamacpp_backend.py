@@ -275,3 +275,65 @@ def test_saved_prompt_states_let_conversations_take_turns():
     assert cold_reused < 20  # only the chat template's opening is shared with the other
     assert warm_reused > 100  # A's whole history came back from its saved state
     assert warm_scores == pytest.approx(cold_scores, abs=1e-3)
+
+
+def _long_request(settings, deadline=None, max_new_tokens=96):
+    from lokal.llm.backends import GenerationRequest
+
+    text = " ".join(f"Item {i}: a line of a long report about river levels." for i in range(90))
+    return GenerationRequest(
+        messages=[{"role": "user", "content": f"{text}\nSummarise the report."}],
+        settings=settings.model_copy(update={"max_new_tokens": max_new_tokens}),
+        deadline=deadline,
+    )
+
+
+def test_llama_cpp_stops_inside_an_evaluation_at_the_requests_deadline(profile):
+    """The abort callback: a generation or a scoring under way when the request's deadline
+    passes stops there (BackendDeadline), and the model's state stays usable."""
+    import time
+
+    from lokal.errors import BackendDeadline
+
+    backend = get_backend(profile)
+    llm = backend.llm
+    llm.n_tokens = 0  # nothing reused: the whole prompt is read
+    started = time.perf_counter()
+    backend.generate(_long_request(profile.generation))
+    unbounded = time.perf_counter() - started
+    for run in ("generate", "score"):
+        llm.n_tokens = 0
+        started = time.perf_counter()
+        request = _long_request(profile.generation, deadline=started + unbounded / 5)
+        with pytest.raises(BackendDeadline):
+            if run == "generate":
+                backend.generate(request)
+            else:
+                backend.score(request, [" The", " Rivers"])
+        assert time.perf_counter() - started < unbounded * 0.8, run  # stopped, not finished
+        # what llama.cpp kept is a prefix of the prompt, and n_tokens counts only that
+        tokens = llm.tokenize(backend._prompt_text(request).encode("utf-8"), special=True)
+        assert llm._input_ids[: llm.n_tokens].tolist() == tokens[: llm.n_tokens], run
+    # the next request, without a deadline, runs to its end from that state
+    after = backend.generate(_long_request(profile.generation, max_new_tokens=8))
+    assert after.finish_reason in ("stop", "length", "repetition")
+    assert after.completion_tokens and after.prompt_tokens
+    scores = backend.score(_long_request(profile.generation), [" The", " Rivers"])
+    assert len(scores) == 2 and all(s < 0 for s in scores)
+    # no callback is left installed: a request without a deadline is never stopped
+    assert backend._abort_at is None
+
+
+def test_a_staged_decision_on_the_bundled_model_ends_within_its_budget(profile):
+    """The longest BFCL parallel_multiple question of the development positions (the kind
+    that ran past its budget on a busy machine), with a budget far shorter than such a
+    decision needs: it ends at the budget, whatever step was under way."""
+    entries = load_category("parallel_multiple")[::5]
+    case = max(entries, key=lambda e: len(json.dumps(e["question"])))
+    budget = 1.5
+    staged = profile.with_tool_calling(mode="staged", decision_budget_s=budget, preselect_k=None)
+    get_backend(staged)  # loaded before the clock starts
+    result = generate_ai_message(staged, case["question"][0], case["function"])
+    assert result.latency_ms <= budget * 1000 + 500, result.latency_ms
+    if not result.ok:
+        assert result.error.type in ERROR_KINDS

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lokal.config import STRATEGIES, Profile, from_legacy_mode, load_profile
-from lokal.errors import BackendError, ConfigError, MessageError, ParseError
+from lokal.errors import BackendDeadline, BackendError, ConfigError, MessageError, ParseError
 from lokal.llm import grammar
 from lokal.llm.backends import (
     Backend,
@@ -528,6 +528,8 @@ def generate_ai_message(
             response_schema=response_schema,
             purpose=purpose,
             conversation=messages,
+            # the hard stop: a backend that can abort its evaluation stops here
+            deadline=started + budget_s if budget_s else None,
         )
         force = None
         previous = record.attempts[-1] if record.attempts else None
@@ -558,6 +560,17 @@ def generate_ai_message(
                 completion = engine.run(force="answer" if purpose == "final" else force)
             else:
                 completion = engine_backend.generate(request)
+        except BackendDeadline:  # one generation, stopped at the budget
+            elapsed = time.perf_counter() - started
+            attempt.latency_ms = round((time.perf_counter() - attempt_started) * 1000, 1)
+            attempt.fail(
+                "timeout",
+                f"the decision used up its {budget_s:g} s budget "
+                f"(tool_calling.decision_budget_s: the model was stopped after {elapsed:.1f} s)",
+            )
+            record.error = attempt.error
+            record.partial = {"stage": "reply", "elapsed_s": round(elapsed, 2), "tool_calls": []}
+            break
         except BackendError as exc:
             attempt.fail("backend_error", str(exc))
             record.error = attempt.error

@@ -32,7 +32,9 @@ work as for every other mode. Each stage's evidence is kept in
 The work is bounded: at most ``staged.max_candidates`` values are scored per argument (see
 ``capped``), a call repeated within the reply ends it, and with a ``deadline`` (the
 profile's ``decision_budget_s``) the engine raises ``DecisionTimeout`` before a model call
-past it, with the calls found so far (docs/decisions.md, "Budgets").
+past it, with the calls found so far (docs/decisions.md, "Budgets"). A step under way when
+the budget itself runs out is stopped by the backend (the request's ``deadline``; llama.cpp
+aborts inside its evaluation) and ends the decision the same way.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.normalize import iso_dates, number_candidates
@@ -506,21 +509,27 @@ class StagedEngine:
         self.found: list[dict[str, Any]] = []  # the calls completed so far
         self.pending: dict[str, Any] | None = None  # the call being filled
 
+    def _timeout(self) -> DecisionTimeout:
+        self.trace["continuations_scored"] = self.scored
+        if self.capped:
+            self.trace["candidates_capped"] = self.capped
+        return DecisionTimeout(
+            self.stage, list(self.found), self.pending, json.loads(json.dumps(self.trace))
+        )
+
     def _check_time(self) -> None:
         if self.deadline is not None and time.perf_counter() > self.deadline:
-            self.trace["continuations_scored"] = self.scored
-            if self.capped:
-                self.trace["candidates_capped"] = self.capped
-            raise DecisionTimeout(
-                self.stage, list(self.found), self.pending, json.loads(json.dumps(self.trace))
-            )
+            raise self._timeout()
 
     # -- stages -------------------------------------------------------------------------
 
     def _score(self, prefix: str, continuations: list[str]) -> list[float]:
         self._check_time()
         started = time.perf_counter()
-        scores = self.backend.score(replace(self.request, prefix=prefix), continuations)
+        try:
+            scores = self.backend.score(replace(self.request, prefix=prefix), continuations)
+        except BackendDeadline:  # the backend stopped inside the step at the hard deadline
+            raise self._timeout() from None
         if continuations and prefix:  # without a prefix the time is the prompt's reading
             spent = time.perf_counter() - started
             self._per_continuation = spent / len(continuations)
@@ -548,15 +557,18 @@ class StagedEngine:
                 limit, shortened = max(1, fit), True
         settings = self.request.settings.model_copy(update={"max_new_tokens": limit})
         started = time.perf_counter()
-        completion = self.backend.generate(
-            replace(
-                self.request,
-                prefix=prefix,
-                response_schema=schema,
-                response_suffix=suffix,
-                settings=settings,
+        try:
+            completion = self.backend.generate(
+                replace(
+                    self.request,
+                    prefix=prefix,
+                    response_schema=schema,
+                    response_suffix=suffix,
+                    settings=settings,
+                )
             )
-        )
+        except BackendDeadline:
+            raise self._timeout() from None
         if completion.completion_tokens:
             self._per_token = (time.perf_counter() - started) / completion.completion_tokens
             self._generated = True

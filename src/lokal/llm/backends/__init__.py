@@ -40,7 +40,8 @@ class GenerationRequest:
     of the reply, already chosen: the model continues after it (staged decisions; backends
     with the ``score`` capability). ``response_suffix`` is literal text the reply must end with
     after the value of ``response_schema`` (the closing of an envelope whose start is in
-    ``prefix``).
+    ``prefix``). ``deadline`` is a ``time.perf_counter()`` value: a backend that can stop
+    its evaluation (llama.cpp) raises ``BackendDeadline`` once it passes; the others ignore it.
     """
 
     messages: list[dict[str, Any]]
@@ -52,6 +53,7 @@ class GenerationRequest:
     conversation: list[dict[str, Any]] = field(default_factory=list)
     prefix: str = ""
     response_suffix: str = ""
+    deadline: float | None = None
 
 
 @dataclass

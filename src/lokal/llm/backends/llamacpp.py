@@ -16,13 +16,14 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from lokal.config import Profile
-from lokal.errors import BackendError, ConfigError
+from lokal.errors import BackendDeadline, BackendError, ConfigError
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.backends.masks import TokenMasks
 from lokal.llm.grammar import PROPERTY_ORDER, schema_key
@@ -134,6 +135,13 @@ class LlamaCppBackend:
             self.llm.set_cache(self._states)
         self.last_score: dict[str, int] = {}
         self._lock = threading.Lock()
+        # a request's deadline stops llama.cpp inside an evaluation: it asks this callback
+        # between two graph nodes whether to abort. It is installed only while a request
+        # with a deadline runs (a Python call per node costs a little time).
+        self._abort_at: float | None = None
+        self._aborted = False
+        self._abort_callback = llama_cpp.ggml_abort_callback(self._past_deadline)
+        self._no_abort = llama_cpp.ggml_abort_callback()  # NULL: llama.cpp's default
         # free the model before interpreter shutdown tears down llama_cpp's module globals
         atexit.register(self.close)
 
@@ -141,6 +149,40 @@ class LlamaCppBackend:
         with self._lock:
             if getattr(self, "llm", None) is not None:
                 self.llm.close()
+
+    # -- deadline -----------------------------------------------------------------------
+
+    def _past_deadline(self, _data: Any) -> bool:
+        if self._abort_at is not None and time.perf_counter() > self._abort_at:
+            self._aborted = True
+            return True
+        return False
+
+    @contextlib.contextmanager
+    def _within(self, deadline: float | None) -> Iterator[None]:
+        """Run an evaluation that llama.cpp aborts once ``deadline`` passes; the abort
+        is raised as ``BackendDeadline``. The KV cache stays consistent: llama.cpp drops
+        the aborted batch, and ``n_tokens`` counts only the batches that completed."""
+        if deadline is None:
+            yield
+            return
+        late = time.perf_counter() - deadline
+        if late > 0:
+            raise BackendDeadline(f"the deadline passed {late:.2f} s before the model call")
+        ctx = self.llm._ctx.ctx
+        self._abort_at, self._aborted = deadline, False
+        self._llama_cpp.llama_set_abort_callback(ctx, self._abort_callback, None)
+        try:
+            yield
+        except (RuntimeError, ValueError) as exc:
+            if self._aborted:
+                raise BackendDeadline(
+                    "llama.cpp stopped the evaluation at the request's deadline"
+                ) from exc
+            raise
+        finally:
+            self._llama_cpp.llama_set_abort_callback(ctx, self._no_abort, None)
+            self._abort_at = None
 
     # -- prompt -------------------------------------------------------------------------
 
@@ -244,11 +286,14 @@ class LlamaCppBackend:
             loop = _LoopStop(len(tokens), self.llm.detokenize)
             report(phase="generating")
             try:
-                output = self.llm.create_completion(
-                    prompt,
-                    stopping_criteria=self._llama_cpp.StoppingCriteriaList([loop]),
-                    **sampling,
-                )
+                with self._within(request.deadline):
+                    output = self.llm.create_completion(
+                        prompt,
+                        stopping_criteria=self._llama_cpp.StoppingCriteriaList([loop]),
+                        **sampling,
+                    )
+            except BackendDeadline:
+                raise
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"llama.cpp generation failed: {exc}") from exc
         choice = output["choices"][0]
@@ -285,7 +330,7 @@ class LlamaCppBackend:
         text = self._prompt_text(request)
         llm = self.llm
         report(phase="scoring")
-        with self._lock:
+        with self._lock, self._within(request.deadline):
             base = llm.tokenize(text.encode("utf-8"), special=True)
             full = [llm.tokenize((text + c).encode("utf-8"), special=True) for c in continuations]
             common = min([len(base), *(_common_prefix(base, f) for f in full)])
