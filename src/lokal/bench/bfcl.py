@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lokal.bench.bfcl_checker import check, is_irrelevance
-from lokal.bench.bfcl_data import AST_CATEGORIES, bfcl_data_dir, load_category
+from lokal.bench.bfcl_data import AST_CATEGORIES, EVAL_SAMPLE, bfcl_data_dir, load_split
 from lokal.bench.stats import wilson_interval
 from lokal.config import Profile
 from lokal.errors import BackendError, ConfigError, LokalError
@@ -207,6 +207,8 @@ def run_bfcl(
     runner: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
     results_path: Path | None = None,
     resume: bool = False,
+    split: str = "all",
+    sample: int | None = EVAL_SAMPLE,
 ) -> list[dict[str, Any]]:
     """One row per (pipeline, category, case), in that order whatever ``concurrency`` is.
 
@@ -214,7 +216,7 @@ def run_bfcl(
     row is appended there as it is scored; ``resume`` keeps the rows already in that file
     and runs only the missing questions.
     """
-    jobs = plan_jobs(categories, pipelines, limit)
+    jobs = plan_jobs(categories, pipelines, limit, split=split, sample=sample)
     template = bfcl_system_prompt() if "bfcl-prompt" in pipelines else ""
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
     if results_path is not None:
@@ -248,6 +250,7 @@ def run_bfcl(
             correct = correct and bool(out["valid"])
         row = {
             "id": entry["id"],
+            "position": entry.get("position"),
             "category": category,
             "pipeline": pipeline,
             "decoded": out["decoded"],
@@ -274,16 +277,24 @@ def run_bfcl(
 
 
 def plan_jobs(
-    categories: list[str], pipelines: list[str], limit: int | None
+    categories: list[str],
+    pipelines: list[str],
+    limit: int | None,
+    *,
+    split: str = "all",
+    sample: int | None = EVAL_SAMPLE,
 ) -> list[tuple[str, str, dict[str, Any]]]:
-    """(pipeline, category, entry) for every question to run, checking the names."""
+    """(pipeline, category, entry) for every question to run, checking the names; the
+    questions of ``split`` (bfcl_data.load_split: ``eval``, ``dev`` or ``all``)."""
     for category in categories:
         if category not in AST_CATEGORIES:
             raise ConfigError(f"unknown category {category!r}; available: {AST_CATEGORIES}")
     for pipeline in pipelines:
         if pipeline not in PIPELINES:
             raise ConfigError(f"unknown pipeline {pipeline!r}; available: {list(PIPELINES)}")
-    entries = {category: load_category(category, limit) for category in categories}
+    entries = {
+        category: load_split(category, split, sample=sample, limit=limit) for category in categories
+    }
     return [
         (pipeline, category, entry)
         for pipeline in pipelines
@@ -362,9 +373,19 @@ def write_scores(
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     scores = {**meta, "categories": categories, **score(rows)}
     (outdir / "scores.json").write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
+    split = meta.get("split", "all")
+    where = {
+        "eval": "evaluation split (positions not a multiple of 5)",
+        "dev": "development split (positions 0, 5, 10, ...)",
+        "all": "all positions",
+    }.get(split, split)
+    if split == "eval" and meta.get("sample"):
+        seed = meta.get("sample_seed")
+        where += f"; a split of more than 400 sampled to {meta['sample']} (seed {seed})"
     title = (
         f"# BFCL v4 AST, {meta.get('model', '')}\n\n"
-        "Accuracy % (correct/total; 95% Wilson interval).\n\n"
+        f"Questions: {where}. Accuracy % (correct/total; 95% Wilson interval); the longest "
+        "decision of each category is in scores.json (latency_ms_max, longest_id).\n\n"
     )
     (outdir / "scores.md").write_text(title + scores_markdown(scores, categories), "utf-8")
     return scores

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 from lokal.errors import ConfigError
 
-__all__ = ["AST_CATEGORIES", "bfcl_data_dir", "load_category"]
+__all__ = [
+    "AST_CATEGORIES",
+    "EVAL_SAMPLE",
+    "FULL_UP_TO",
+    "SAMPLE_SEED",
+    "SPLITS",
+    "bfcl_data_dir",
+    "is_development",
+    "load_category",
+    "load_split",
+]
 
 AST_CATEGORIES = (
     "simple_python",
@@ -30,6 +41,16 @@ AST_CATEGORIES = (
     "live_irrelevance",
 )
 _INSTALL = "pip install --no-deps bfcl-eval"
+
+# The evaluation protocol (issue 21). In every category the questions at positions that are
+# multiples of 5 (0, 5, 10, ...) are the development split: study failures and calibrate on
+# those only. The others are the evaluation split, which is reported. An evaluation split of
+# at most FULL_UP_TO questions is run whole; a larger one (live_multiple, live_irrelevance)
+# by a sample of EVAL_SAMPLE drawn with SAMPLE_SEED, the same on every machine.
+SPLITS = ("eval", "dev", "all")
+FULL_UP_TO = 400
+EVAL_SAMPLE = 200
+SAMPLE_SEED = 21
 
 
 def bfcl_data_dir() -> Path:
@@ -63,3 +84,36 @@ def load_category(category: str, limit: int | None = None) -> list[dict[str, Any
         for entry in entries:
             entry["ground_truth"] = answers.get(entry["id"])
     return entries
+
+
+def is_development(position: int) -> bool:
+    """Whether the question at ``position`` (0-based, in the category's file) is a
+    development question."""
+    return position % 5 == 0
+
+
+def load_split(
+    category: str,
+    split: str = "eval",
+    *,
+    sample: int | None = EVAL_SAMPLE,
+    seed: int = SAMPLE_SEED,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """The questions of ``split`` of one category, in file order, each with its
+    ``position``. The evaluation split is sampled (``sample`` questions, ``seed``) when it
+    has more than ``FULL_UP_TO``; ``sample=None`` keeps it whole. ``limit`` keeps the first
+    questions of what is left (smoke runs)."""
+    if split not in SPLITS:
+        raise ConfigError(f"unknown split {split!r}; available: {', '.join(SPLITS)}")
+    entries = load_category(category)
+    for position, entry in enumerate(entries):
+        entry["position"] = position
+    if split == "dev":
+        entries = [e for e in entries if is_development(e["position"])]
+    elif split == "eval":
+        entries = [e for e in entries if not is_development(e["position"])]
+        if sample is not None and len(entries) > FULL_UP_TO:
+            chosen = random.Random(f"{seed}:{category}").sample(entries, sample)
+            entries = sorted(chosen, key=lambda e: e["position"])
+    return entries[:limit] if limit is not None else entries

@@ -200,7 +200,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
 def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
     from lokal.bench.bfcl import PIPELINES
-    from lokal.bench.bfcl_data import AST_CATEGORIES
+    from lokal.bench.bfcl_data import AST_CATEGORIES, EVAL_SAMPLE, FULL_UP_TO, SPLITS
 
     parser.add_argument("--model_config", default=None, help="model.yaml (default configs/)")
     parser.add_argument(
@@ -219,7 +219,24 @@ def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pipelines", default=",".join(PIPELINES), help=f"comma list of {', '.join(PIPELINES)}"
     )
-    parser.add_argument("--limit", type=int, default=None, help="questions per category")
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="eval",
+        help="eval (default): the questions to report, every position not a multiple of 5; "
+        "dev: positions 0, 5, 10, ... (study and calibrate on these only); all: both",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=EVAL_SAMPLE,
+        help=f"an evaluation split of more than {FULL_UP_TO} questions (live_multiple, "
+        f"live_irrelevance) is run on a fixed-seed sample of this many (default "
+        f"{EVAL_SAMPLE}; 0: the whole split)",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, help="the first N questions of each category's split"
+    )
     parser.add_argument("--outdir", default="outputs/bfcl", help="where results go")
     parser.add_argument("--concurrency", type=int, default=1, help="questions in flight at once")
     parser.add_argument(
@@ -234,6 +251,7 @@ def bfcl_command(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from lokal.bench.bfcl import run_bfcl, write_scores
+    from lokal.bench.bfcl_data import SAMPLE_SEED
     from lokal.config import load_profile
 
     console = Console()
@@ -241,6 +259,9 @@ def bfcl_command(args: argparse.Namespace) -> int:
         raise ConfigError("--concurrency must be at least 1")
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
+    if args.sample < 0:
+        raise ConfigError("--sample must be 0 (no sampling) or more")
+    sample = args.sample or None
     ensure_output_folder(args.outdir, "--outdir", folder=True)  # before hours of questions
     categories = _split(args.categories)
     pipelines = _split(args.pipelines)
@@ -252,7 +273,7 @@ def bfcl_command(args: argparse.Namespace) -> int:
 
     outdir = Path(args.outdir)
     results = outdir / "results.jsonl"
-    jobs = plan_jobs(categories, pipelines, args.limit)
+    jobs = plan_jobs(categories, pipelines, args.limit, split=args.split, sample=sample)
     done = 0
     if args.resume:
         keys = {(p, c, e["id"]) for p, c, e in jobs}
@@ -269,11 +290,16 @@ def bfcl_command(args: argparse.Namespace) -> int:
             progress=advance,
             results_path=results,
             resume=args.resume,
+            split=args.split,
+            sample=sample,
         )
     meta = {
         "command": "lokal bfcl",
         "model": profile.display_name,
         "profile": profile.name,
+        "split": args.split,
+        "sample": sample,
+        "sample_seed": SAMPLE_SEED,
         "limit": args.limit,
         "concurrency": args.concurrency,
         "wall_time_s": round(time.perf_counter() - started, 1),
