@@ -71,7 +71,7 @@ def _engine(backend, profile, case, tools, neutral: StagedSettings):
     return engine, offered, selection
 
 
-def collect(profile, cases, default_tools):
+def collect(profile, cases, default_tools, stage1_only: bool = False):
     backend = get_backend(profile)
     # neutral weights: stage 1 reports the raw LM margin and similarity
     neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
@@ -90,10 +90,11 @@ def collect(profile, cases, default_tools):
             "lm": stage1["lm"],
             "similarity": stage1["similarity"],
             "bm25": stage1["bm25"],
+            "signal": stage1["signal"],
             "offered": [t.name for t in offered],
             "recall": bool(wanted) and wanted[0] in selection.offered,
         }
-        if wanted and wanted[0] in engine.tools:
+        if wanted and wanted[0] in engine.tools and not stage1_only:
             row["tools"] = engine.tool_scores(CALL_OPENING)
             row["want"] = wanted[0]
             first = expect["tool_calls"][0]
@@ -144,23 +145,25 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _stage1_xy(rows):
-    x = np.array([[r["lm"], r["similarity"], r["bm25"], float(r["results"])] for r in rows])
+STAGE1 = ("lm", "similarity", "bm25", "results", "signal")
+STAGE1_WEIGHTS = ("lm_weight", "similarity_weight", "bm25_weight", "results_bias", "signal_weight")
+
+
+def _stage1_xy(rows, features=STAGE1):
+    x = np.array([[float(r.get(f, 0.0)) for f in features] for r in rows])
     y = np.array([1.0 if r["call"] else 0.0 for r in rows])
     return x, y
 
 
-def cross_validated_stage1(rows, folds: int = 5) -> float:
+def cross_validated_stage1(rows, folds: int = 5, features=STAGE1) -> float:
     """Accuracy of stage 1 on held-out development cases (k-fold, cases in file order)."""
     right = 0
     for fold in range(folds):
         train = [r for i, r in enumerate(rows) if i % folds != fold]
         test = [r for i, r in enumerate(rows) if i % folds == fold]
-        fit = fit_stage1(train)
-        x, y = _stage1_xy(test)
-        w = np.array(
-            [fit["lm_weight"], fit["similarity_weight"], fit["bm25_weight"], fit["results_bias"]]
-        )
+        fit = fit_stage1(train, features)
+        x, y = _stage1_xy(test, features)
+        w = np.array([fit[STAGE1_WEIGHTS[STAGE1.index(f)]] for f in features])
         right += int((((x @ w + fit["call_bias"]) > 0) == (y > 0.5)).sum())
     return right / len(rows)
 
@@ -180,20 +183,34 @@ def _logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     return w_raw, b - float(w_raw @ mean)
 
 
-def fit_stage1(rows):
-    """Logistic regression on lm, similarity, bm25, results."""
-    x, y = _stage1_xy(rows)
+def fit_stage1(rows, features=STAGE1):
+    """Logistic regression of "a call is expected" on ``features`` (a feature left out gets
+    weight 0)."""
+    x, y = _stage1_xy(rows, features)
     w_raw, bias = _logistic(x, y)
     accuracy = float((((x @ w_raw + bias) > 0) == (y > 0.5)).mean())
-    return {
-        "lm_weight": float(w_raw[0]),
-        "similarity_weight": float(w_raw[1]),
-        "similarity_center": 0.0,
-        "bm25_weight": float(w_raw[2]),
-        "results_bias": float(w_raw[3]),
-        "call_bias": bias,
-        "accuracy": accuracy,
-    }
+    weights = dict.fromkeys(STAGE1_WEIGHTS, 0.0)
+    weights.update(
+        {STAGE1_WEIGHTS[STAGE1.index(f)]: float(w) for f, w in zip(features, w_raw, strict=True)}
+    )
+    return {**weights, "similarity_center": 0.0, "call_bias": bias, "accuracy": accuracy}
+
+
+def stage1_with_and_without(rows, folds: int = 5) -> dict:
+    """In-sample and out-of-fold accuracy with every feature and without the checkable
+    signal: the signal is kept only when it raises out-of-fold accuracy."""
+    without = tuple(f for f in STAGE1 if f != "signal")
+    out = {}
+    for label, features in (("with_signal", STAGE1), ("without_signal", without)):
+        fit = fit_stage1(rows, features)
+        out[label] = {
+            "in_sample": fit["accuracy"],
+            "out_of_fold": cross_validated_stage1(rows, folds, features),
+            "fit": fit,
+        }
+    keep = out["with_signal"]["out_of_fold"] > out["without_signal"]["out_of_fold"]
+    out["kept"] = "with_signal" if keep else "without_signal"
+    return out
 
 
 def fit_names(rows):
@@ -272,14 +289,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", default="data/dev/tools_lokal_run.json")
     parser.add_argument("--out", default="outputs/calibration")
     parser.add_argument("--limit", type=int, default=None, help="the first N cases only")
+    parser.add_argument(
+        "--stage1",
+        action="store_true",
+        help="answer or call only: in-sample and out-of-fold accuracy with and without the "
+        "checkable signals (one scoring per case, minutes instead of an hour)",
+    )
     args = parser.parse_args(argv)
     profile = load_profile(args.model_config, args.profile, tool_calling="staged")
     cases = load_cases(args.cases)[: args.limit]
     tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
     print(f"collecting evidence on {len(cases)} development cases ({profile.name})", flush=True)
-    rows = collect(profile, cases, tools)
+    rows = collect(profile, cases, tools, stage1_only=args.stage1)
+    if args.stage1:
+        compared = stage1_with_and_without(rows)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "features_stage1.jsonl").open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        (out / "stage1.json").write_text(json.dumps(compared, indent=2) + "\n", "utf-8")
+        for label in ("with_signal", "without_signal"):
+            got = compared[label]
+            print(
+                f"{label}: in-sample {100 * got['in_sample']:.1f} %, out-of-fold "
+                f"{100 * got['out_of_fold']:.1f} %"
+            )
+        kept = compared[compared["kept"]]["fit"]
+        print(f"kept: {compared['kept']}")
+        print("staged:", json.dumps({k: round(v, 3) for k, v in kept.items() if k != "accuracy"}))
+        return 0
+    compared = stage1_with_and_without(rows)
+    kept = compared[compared["kept"]]
     fit = {
-        "stage1": {**fit_stage1(rows), "accuracy_5fold": cross_validated_stage1(rows)},
+        "stage1": {**kept["fit"], "accuracy_5fold": kept["out_of_fold"]},
+        "stage1_compared": {
+            k: {"in_sample": v["in_sample"], "out_of_fold": v["out_of_fold"]}
+            for k, v in compared.items()
+            if k != "kept"
+        },
+        "stage1_kept": compared["kept"],
         "names": fit_names(rows),
         "values": fit_values(rows),
         "continue": fit_continue(rows),

@@ -11,6 +11,10 @@ passes when the run ended with a trusted answer (``RunResult.trusted``: source `
 at all) and the answer holds every expected text. The summary counts passes by source. Each result line is written
 as soon as its task ends; the summary says how many passed, with a 95% Wilson interval.
 
+Tasks that carry a ``pair`` (``data/dev/e2e_pairs.json``: 20 pairs asking the same thing in
+different words, some in Chinese) are also reported as paraphrase agreement: how many pairs
+got the same first decision (the first reply's tool names, or ``answer``).
+
 ``data/dev/e2e_tasks.json`` are development tasks (used while building the staged decisions),
 run in a temporary ``LOKAL_HOME`` so that memory notes of earlier runs do not leak in.
 """
@@ -94,12 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="outputs/tasks.jsonl", help="one JSON line per task")
     args = parser.parse_args(argv)
     os.environ["LOKAL_HOME"] = tempfile.mkdtemp(prefix="lokal-tasks-")
+    from lokal.bench.pairs import first_decision, pair_agreement
     from lokal.cli_run import build_agent, check_run_inputs
 
     tasks = json.loads(Path(args.tasks).read_text(encoding="utf-8"))[: args.limit]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     passed = 0
+    decisions: dict[str, str] = {}  # task id -> its first decision (paraphrase pairs)
     by_source: dict[str, list[int]] = {}  # source -> [passed, runs]
     with out.open("w", encoding="utf-8") as handle:
         for task in tasks:
@@ -128,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                     if m.get("role") == "assistant"
                     for c in m.get("tool_calls") or []
                 ],
+                "first_decision": first_decision(result.messages),
                 "seconds": round(time.perf_counter() - started, 1),
             }
+            decisions[task["id"]] = row["first_decision"]
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             handle.flush()
             mark = "PASS" if ok else "FAIL"
@@ -142,6 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"passed {passed}/{len(tasks)} (95% CI {100 * low:.0f}-{100 * high:.0f}%)")
     for source, (good, runs) in sorted(by_source.items()):
         print(f"  source {source}: {good}/{runs} passed")
+    agreement = pair_agreement(tasks, decisions)
+    if agreement["pairs"]:
+        low, high = wilson(agreement["agreed"], agreement["pairs"])
+        print(
+            f"paraphrase pairs with the same first decision: {agreement['agreed']}/"
+            f"{agreement['pairs']} (95% CI {100 * low:.0f}-{100 * high:.0f}%)"
+        )
+        for pair, split in agreement["disagreements"].items():
+            print(f"  {pair}: {split}")
     return 0
 
 

@@ -75,7 +75,8 @@ class StagedSettings(_Strict):
     Calibrated per profile on lokal's development cases (``benchmarks/calibrate_staged.py``),
     never on the evaluation sets. Answer or call: call when ``lm_weight * (log p(call
     opening) - log p(answer opening)) + similarity_weight * (similarity - similarity_center)
-    + bm25_weight * min(5, best BM25) + call_bias (+ results_bias once this turn has tool
+    + bm25_weight * min(5, best BM25) + signal_weight * (the question names a file, asks for a
+    tool or names one: lokal.llm.signals) + call_bias (+ results_bias once this turn has tool
     results) > 0``. Which tool: the
     largest ``name_lm_weight * log p(name) + name_similarity_weight * cosine +
     name_bm25_weight * bm25 / best bm25``. Another call: ``continue_lm_weight * (log p(next
@@ -90,6 +91,11 @@ class StagedSettings(_Strict):
     bm25_weight: float = 0.0
     call_bias: float = 0.0
     results_bias: float = 0.0
+    signal_weight: float = Field(
+        0.0,
+        description="added to the call margin when the question names a file, asks for a tool "
+        "or names one (checkable signals that do not change with wording)",
+    )
     name_lm_weight: float = 1.0
     name_similarity_weight: float = 0.0
     name_bm25_weight: float = 0.0
@@ -103,9 +109,14 @@ class StagedSettings(_Strict):
     generated_values: bool = Field(
         True, description="the model's own greedy value competes with the copied candidates"
     )
-    optional_args: Literal["mentioned", "all"] = Field(
+    optional_args: Literal["mentioned", "all", "likely"] = Field(
         "mentioned",
-        description="mentioned: optional parameters the question does not name are left out",
+        description="mentioned: optional parameters the question does not name are left out; "
+        "likely: each of those is added when the model finds its key likelier than closing "
+        "the arguments (+ optional_bias) and the question holds a value for it",
+    )
+    optional_bias: float = Field(
+        0.0, description="added to the per-token margin of adding an optional parameter"
     )
     name_unfillable_weight: float = Field(
         3.0,

@@ -31,6 +31,7 @@ def test_development_and_evaluation_questions_do_not_overlap():
     development = {
         **_case_questions(DATA / "dev" / "cases"),
         **_task_questions(DATA / "dev" / "e2e_tasks.json"),
+        **_task_questions(DATA / "dev" / "e2e_pairs.json"),
     }
     evaluation = {
         **_case_questions(DATA / "bench_cases"),

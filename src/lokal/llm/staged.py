@@ -53,6 +53,7 @@ from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.normalize import iso_dates, number_candidates
 from lokal.llm.select import Selection, _words, default_selector
+from lokal.llm.signals import question_signals
 from lokal.tools.schema import ToolSpec, schema_validator
 
 __all__ = [
@@ -598,14 +599,26 @@ class StagedEngine:
             similarity = selection.similarity_uncalled if self.has_results else selection.similarity
         bm25 = self.selection.bm25(uncalled=self.has_results) if self.selection else 0.0
         lm = call - answer
+        # checkable signals, of the question only: once results are in, the request that
+        # named the file or the tool has been acted on
+        signals = {} if self.has_results else question_signals(self.question, self.tools.values())
+        signal = float(any(signals.values()))
         margin = (
             s.lm_weight * lm
             + s.similarity_weight * (similarity - s.similarity_center)
             + s.bm25_weight * bm25
+            + s.signal_weight * signal
             + s.call_bias
             + (s.results_bias if self.has_results else 0.0)
         )
-        return {"lm": lm, "similarity": similarity, "bm25": bm25, "margin": margin}
+        return {
+            "lm": lm,
+            "similarity": similarity,
+            "bm25": bm25,
+            "signal": signal,
+            **{f"signal_{k}": float(v) for k, v in signals.items()},
+            "margin": margin,
+        }
 
     def _clause_ranking(self, text: str) -> dict[str, Any]:
         ranking, _ = default_selector().rank(text, list(self.tools.values()))
@@ -834,23 +847,44 @@ class StagedEngine:
         }
         return ranked, trace
 
-    def fill_args(self, head: str, schema: dict[str, Any]) -> str:
+    def fill_args(
+        self, head: str, schema: dict[str, Any], optional: dict[str, Any] | None = None
+    ) -> str:
         """The arguments object, one parameter at a time, after ``head`` (which ends with
         ``"args": ``). Two string parameters do not get the same value (text and letter,
-        origin and destination): the one whose choice was closer switches to its next best."""
-        properties = schema.get("properties") or {}
+        origin and destination): the one whose choice was closer switches to its next best.
+
+        ``optional`` (``optional_args: likely``): parameters the question does not name,
+        each added after the others when the model finds its key likelier than closing the
+        object there (``optional_margin`` + ``optional_bias`` > 0) and the question or the
+        results hold a value for it; left out otherwise."""
+        properties = dict(schema.get("properties") or {})
         names = list(properties)
+        extras = [n for n in optional or {} if n not in properties]
+        close = _CLOSE_ARGS + _CLOSE_CALL + _END_CALLS
         text = "{"
         used: list[Any] = []
         chosen: dict[str, Any] = {}
         ranked: dict[str, list[tuple[str, float]]] = {}
-        for index, name in enumerate(names):
-            key = (", " if index else "") + json.dumps(name, ensure_ascii=False) + ": "
-            tail = ", " if index < len(names) - 1 else _CLOSE_ARGS + _CLOSE_CALL + _END_CALLS
+        for index, name in enumerate([*names, *extras]):
+            key = ("" if text == "{" else ", ") + json.dumps(name, ensure_ascii=False) + ": "
+            tail = ", " if index < len(names) - 1 else close
             self._param_name = name
+            if name in extras:
+                spec = (optional or {})[name]
+                margin = self._optional_margin(head + text, key, close)
+                fresh = [v for v in self.value_candidates(spec, used) or [] if v not in used]
+                if margin <= 0 or not fresh:
+                    self.trace.setdefault("optional_left_out", {})[name] = round(margin, 3)
+                    continue
+                # a value no other parameter took: the question's own words for this one
+                properties[name] = {**spec, "enum": fresh}
+                names.append(name)
             ranked[name], chosen[name] = self.choose_value(
                 head + text + key, properties[name], tail, used
             )
+            if name in extras:
+                chosen[name]["optional_margin"] = round(margin, 3)
             text += key + ranked[name][0][0]
             with contextlib.suppress(json.JSONDecodeError):
                 used.append(json.loads(ranked[name][0][0]))
@@ -864,6 +898,13 @@ class StagedEngine:
         self.trace.setdefault("args", []).append(chosen)
         body = ", ".join(f"{json.dumps(n, ensure_ascii=False)}: {values[n]}" for n in names)
         return "{" + body + _CLOSE_ARGS
+
+    def _optional_margin(self, prefix: str, key: str, close: str) -> float:
+        """How much likelier the model finds adding ``key`` than closing the arguments,
+        per token of each (the key is a few tokens, the closing one or two)."""
+        added, closed = self._score(prefix, [key, close])
+        per_token = added / max(1, len(key) // 4) - closed / max(1, len(close) // 4)
+        return per_token + self.staged.optional_bias
 
     # -- the whole reply ----------------------------------------------------------------
 
@@ -893,14 +934,23 @@ class StagedEngine:
             name = max(self.order, key=lambda n: (scores[n]["fused"], -self.order.index(n)))
             self.stage = f"arguments of call {len(calls) + 1} ({name})"
             self.pending = {"name": name, "args": {}}
+            likely = self.staged.optional_args == "likely"
             schema = args_schema(
                 self.tools[name],
                 self.question,
                 self.settings,
-                optional=self.staged.optional_args,
+                optional="mentioned" if likely else self.staged.optional_args,
             )
+            optional = None
+            if likely:
+                every = args_schema(self.tools[name], self.question, self.settings, optional="all")
+                optional = {
+                    n: spec
+                    for n, spec in every["properties"].items()
+                    if n not in schema["properties"]
+                }
             head = prefix + name + _ARGS
-            text = self.fill_args(head, schema)
+            text = self.fill_args(head, schema, optional)
             with contextlib.suppress(json.JSONDecodeError):
                 self.found.append({"name": name, "args": json.loads(text)})
             self.pending = None

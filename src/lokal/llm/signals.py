@@ -1,0 +1,105 @@
+"""Signals of the question that a run can check, for the answer-or-call decision.
+
+The model's opening margin and the question's similarity to the tools change with wording
+("Read notes.txt and tell me..." against "What does notes.txt say about..."). These do not:
+
+- ``file``: the question names a file (a name with a file extension, or a path that starts
+  with ``./``, ``../`` or ``~/``) and a tool on offer takes a path;
+- ``asked``: the question asks for a tool in so many words ("use a tool", "with the
+  calculator tool", "调用工具");
+- ``named``: the question names a tool on offer (``table_analyzer``, "table analyzer", or a
+  one-word name followed or preceded by "tool" / "function").
+
+Each is a plain function of the question's text and the tools' names and parameters. The
+staged engine adds ``signal_weight`` to its call margin when any of them holds
+(docs/decisions.md, "Answer or call").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["asks_for_a_tool", "names_a_file", "names_a_tool", "question_signals"]
+
+_EXTENSIONS = (
+    "txt|md|csv|tsv|json|jsonl|yaml|yml|toml|ini|cfg|log|pdf|py|js|ts|html|htm|xml|xlsx|xls"
+    "|docx|doc|sql|db|sqlite|ipynb|sh|rst|tex"
+)
+# a file name: word characters, dots, dashes and slashes ending in a known extension
+_FILE = re.compile(rf"(?<![\w/.-])[\w./\\-]*\w\.(?:{_EXTENSIONS})(?![\w])", re.IGNORECASE)
+# a path that says it is one: ./notes, ../data/sales, ~/reports (not "and/or", not "3/4")
+_FOLDER_PATH = re.compile(r"(?<![\w:/.~])(?:\.{1,2}|~)/[\w./-]*\w")
+_PATH_PARAM = re.compile(r"(?:^|_)(?:path|file|filename|filepath|file_path|document)s?$", re.I)
+
+_ASK_EN = re.compile(
+    r"\b(?:use|using|call|calling|run|running|with|via|invoke|through)\s+"
+    r"(?:a|an|the|your|some|any|one\s+of\s+the)?\s*(?:[\w-]+\s+){0,2}?"
+    r"(?:tool|tools|function|functions)\b",
+    re.IGNORECASE,
+)
+_ASK_ZH = re.compile(r"(?:使用|用|调用|借助|通过).{0,8}?(?:工具|函数)")
+
+
+def _tool_names(tools: Iterable[Any]) -> list[str]:
+    return [getattr(t, "name", None) or str(t.get("name", "")) for t in tools]
+
+
+def _parameters(tool: Any) -> dict[str, Any]:
+    params = getattr(tool, "parameters", None)
+    if params is None and isinstance(tool, dict):
+        params = tool.get("parameters") or {}
+    return (params or {}).get("properties") or {}
+
+
+def names_a_file(question: str) -> list[str]:
+    """The file names and folder paths the question holds (``notes.txt``, ``data/sales.csv``)."""
+    found = [m.group(0) for m in _FILE.finditer(question)]
+    for match in _FOLDER_PATH.finditer(question):
+        text = match.group(0)
+        if "://" in question[max(0, match.start() - 3) : match.end()]:
+            continue  # part of a URL
+        if not any(text in f or f in text for f in found):
+            found.append(text)
+    return found
+
+
+def asks_for_a_tool(question: str) -> bool:
+    """Whether the question asks, in so many words, for a tool to be used."""
+    return bool(_ASK_EN.search(question) or _ASK_ZH.search(question))
+
+
+def names_a_tool(question: str, tools: Iterable[Any]) -> list[str]:
+    """The tools on offer that the question names: the exact identifier, its words as a
+    phrase ("table analyzer"), or a one-word name next to "tool" / "function"."""
+    folded = question.lower()
+    named = []
+    for name in _tool_names(tools):
+        if not name:
+            continue
+        words = [w for w in re.split(r"[_.\-\s]+|(?<=[a-z])(?=[A-Z])", name) if w]
+        identifier = re.compile(rf"(?<![\w]){re.escape(name.lower())}(?![\w])")
+        if len(words) >= 2:
+            phrase = r"[\s_.-]+".join(re.escape(w.lower()) for w in words)
+            if identifier.search(folded) or re.search(rf"\b{phrase}\b", folded):
+                named.append(name)
+        elif words:
+            word = re.escape(words[0].lower())
+            if re.search(
+                rf"\b{word}\s+(?:tool|function)\b|\b(?:tool|function)\s+(?:called\s+)?{word}\b",
+                folded,
+            ) or ("_" in name and identifier.search(folded)):
+                named.append(name)
+    return named
+
+
+def question_signals(question: str, tools: Iterable[Any]) -> dict[str, bool]:
+    """Which checkable signals of a call the question holds, given the tools on offer."""
+    tools = list(tools)
+    takes_path = any(_PATH_PARAM.search(p) for t in tools for p in _parameters(t))
+    return {
+        "file": takes_path and bool(names_a_file(question)),
+        "asked": asks_for_a_tool(question),
+        "named": bool(names_a_tool(question, tools)),
+    }

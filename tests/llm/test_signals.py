@@ -1,0 +1,125 @@
+"""Checkable signals for answer-or-call (issue 21, part 3): a file the question names, an
+explicit request for a tool, a tool named. Plain functions of the text; the staged engine
+adds ``signal_weight`` to its call margin, so paraphrases that differ in the model's margin
+decide the same way when a signal holds."""
+
+import pytest
+
+from helpers import basic_tools
+from lokal.bench.pairs import first_decision, pair_agreement
+from lokal.llm.backends.scripted import ScriptedBackend
+from lokal.llm.signals import asks_for_a_tool, names_a_file, names_a_tool, question_signals
+from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
+from lokal.tools.schema import tool_specs
+from test_staged import ask, scorer, staged_profile
+
+TOOLS = tool_specs(basic_tools())
+
+
+@pytest.mark.parametrize(
+    ("question", "files"),
+    [
+        ("Read notes.txt and tell me when the review is.", ["notes.txt"]),
+        ("What does data/sales.csv say about East?", ["data/sales.csv"]),
+        ("请读取 docs/guide.md。", ["docs/guide.md"]),
+        ("see ../data/sales for the numbers", ["../data/sales"]),
+        ("What is 3/4 of 12?", []),
+        ("I like cats and/or dogs.", []),
+        ("Visit https://example.com/a/b please", []),
+        ("Which file in the workspace mentions the quarterly review?", []),
+    ],
+)
+def test_file_names_are_found_by_their_shape(question, files):
+    assert names_a_file(question) == files
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("Use a tool to check the current year.", True),
+        ("Using the calculator tool, add 2 and 3.", True),
+        ("Work this out with a tool: 5 * 5", True),
+        ("请用工具查一下现在几点。", True),
+        ("调用函数计算 3 + 4", True),
+        ("What is a tool in an agent system?", False),
+        ("Tell me a joke.", False),
+    ],
+)
+def test_an_explicit_request_for_a_tool(question, asked):
+    assert asks_for_a_tool(question) is asked
+
+
+def test_tools_named_by_identifier_phrase_or_with_the_word_tool():
+    assert names_a_tool("Use table_analyzer on it", TOOLS) == ["table_analyzer"]
+    assert names_a_tool("Ask the table analyzer for a summary", TOOLS) == ["table_analyzer"]
+    assert names_a_tool("the calculator tool, please", TOOLS) == ["calculator"]
+    # a one-word name used as an everyday word is not a request for the tool
+    assert names_a_tool("Is a calculator allowed in the exam?", TOOLS) == []
+
+
+def test_the_file_signal_needs_a_tool_that_takes_a_path():
+    only_calculator = [t for t in TOOLS if t.name == "calculator"]
+    assert question_signals("Read notes.txt", TOOLS)["file"] is True
+    assert question_signals("Read notes.txt", only_calculator)["file"] is False
+
+
+def _decide(question, call_margin_lm, weight):
+    """One staged decision where the model's opening margin is ``call_margin_lm``."""
+    backend = ScriptedBackend(
+        ['{"content": "an answer"}'],
+        scorer=scorer(
+            {
+                CALL_OPENING: call_margin_lm,
+                ANSWER_OPENING: 0.0,
+                "file_reader": -0.1,
+                '"notes.txt"': -0.5,
+            }
+        ),
+    )
+    result = ask(question, backend, profile=staged_profile(signal_weight=weight))
+    return first_decision([result["ai_message"]]), result["attempts"][0]["staged"]
+
+
+def test_a_paraphrase_pair_decides_the_same_way_when_a_signal_holds():
+    """The two wordings get different opening margins from the model (scripted: +1 and -2);
+    without the signal they split, with it both call."""
+    pair = [
+        {"id": "a", "pair": "p", "question": "Read notes.txt and tell me when the review is."},
+        {"id": "b", "pair": "p", "question": "When is the review, according to notes.txt?"},
+    ]
+    for weight, agreed in ((0.0, 0), (5.0, 1)):
+        decisions = {}
+        for task, lm in zip(pair, (1.0, -2.0), strict=True):
+            decisions[task["id"]], staged = _decide(task["question"], lm, weight)
+            assert staged["answer_or_call"]["signal_file"] == 1.0
+        assert pair_agreement(pair, decisions)["agreed"] == agreed, decisions
+    assert decisions == {"a": "file_reader", "b": "file_reader"}
+
+
+def test_no_signal_leaves_the_decision_to_the_margin():
+    decision, staged = _decide("Tell me about reviews.", -2.0, 5.0)
+    assert decision == "answer" and staged["answer_or_call"]["signal"] == 0.0
+
+
+def test_pair_agreement_counts_only_pairs_whose_members_ran():
+    tasks = [
+        {"id": "a1", "pair": "a"},
+        {"id": "a2", "pair": "a"},
+        {"id": "b1", "pair": "b"},
+        {"id": "b2", "pair": "b"},
+        {"id": "c1", "pair": "c"},
+        {"id": "c2", "pair": "c"},
+        {"id": "solo"},
+    ]
+    decisions = {"a1": "calculator", "a2": "calculator", "b1": "answer", "b2": "file_reader"}
+    got = pair_agreement(tasks, decisions)
+    assert (got["pairs"], got["agreed"], got["rate"]) == (2, 1, 0.5)
+    assert got["disagreements"] == {"b": {"b1": "answer", "b2": "file_reader"}}
+
+
+def test_the_first_decision_of_a_run():
+    call = {"id": "1", "name": "calculator", "args": {}}
+    assert first_decision([{"role": "user", "content": "x"}]) == "answer"
+    assert first_decision([{"role": "assistant", "content": "hi", "tool_calls": []}]) == "answer"
+    two = [{"role": "assistant", "tool_calls": [call, {**call, "name": "a"}]}]
+    assert first_decision(two) == "a+calculator"
