@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lokal.llm.normalize import (
+    boolean_cue,
     implied_numbers,
     iso_dates,
     number_candidates,
@@ -101,3 +102,52 @@ def test_a_staged_decision_offers_the_normalised_forms_as_candidates():
         backend=ScriptedBackend(scorer=score),
     )
     assert result.ai_message["tool_calls"][0]["args"] == {"count": 3, "since": "2023-03-10"}
+
+
+@pytest.mark.parametrize(
+    "name, text, value",
+    [
+        ("include_tax", "the price with tax", True),
+        ("include_tax", "the price without tax", False),
+        ("with_images", "a page including images", True),
+        ("includeImages", "no images, please", False),
+        ("dolby_atmos", "a cinema with Dolby Atmos sound", True),
+        ("include_tax", "what is the price?", None),
+        ("is_open", "is it open?", None),
+        ("include", "with everything", None),  # a name with no thing to switch
+    ],
+)
+def test_boolean_cue(name, text, value):
+    assert boolean_cue(name, text) is value
+
+
+def test_a_boolean_the_question_cues_is_chosen_whatever_the_model_prefers():
+    from test_staged import ask, scorer, staged_profile
+
+    from lokal.llm.backends.scripted import ScriptedBackend
+    from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
+
+    tool = {
+        "name": "price",
+        "description": "The price of an item.",
+        "parameters": {
+            "type": "object",
+            "properties": {"item": {"type": "string"}, "include_tax": {"type": "boolean"}},
+            "required": ["item", "include_tax"],
+        },
+    }
+    for question, wanted in (("price of a lamp with tax", True), ("lamp, without tax", False)):
+        backend = ScriptedBackend(
+            scorer=scorer(
+                {
+                    CALL_OPENING: 0.0,
+                    ANSWER_OPENING: -5.0,
+                    "price": 0.0,
+                    '"lamp"': -0.5,
+                    "true": -1.0 if wanted is False else -9.0,  # the model prefers the other
+                    "false": -1.0 if wanted is True else -9.0,
+                }
+            )
+        )
+        result = ask(question, backend, profile=staged_profile(), tools=[tool])
+        assert result["ai_message"]["tool_calls"][0]["args"]["include_tax"] is wanted

@@ -2,9 +2,10 @@
 one the question does not name is added when the model finds its key likelier than closing
 the arguments and the question holds a value for it, left out otherwise."""
 
+from test_staged import ask, scorer, staged_profile
+
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
-from test_staged import ask, scorer, staged_profile
 
 FALL = {
     "name": "fall_time",

@@ -4,6 +4,7 @@ adds ``signal_weight`` to its call margin, so paraphrases that differ in the mod
 decide the same way when a signal holds."""
 
 import pytest
+from test_staged import ask, scorer, staged_profile
 
 from helpers import basic_tools
 from lokal.bench.pairs import first_decision, pair_agreement
@@ -11,7 +12,6 @@ from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.signals import asks_for_a_tool, names_a_file, names_a_tool, question_signals
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
 from lokal.tools.schema import tool_specs
-from test_staged import ask, scorer, staged_profile
 
 TOOLS = tool_specs(basic_tools())
 

@@ -9,7 +9,9 @@ copied verbatim, and the model's likelihood under the parameter picks among them
 - ``percentages``: "5%" → 5 and 0.05 (a rate is often asked as a fraction);
 - ``iso_dates``: "March 10th, 2023", "10 March 2023", "2023/03/10" → "2023-03-10";
 - ``unit_numbers``: "9.8 m/s^2", "$1,200", "15kg" → 9.8, 1200, 15 (units stripped);
-- ``implied_numbers``: "dropped" / "from rest" → 0 (an initial velocity).
+- ``implied_numbers``: "dropped" / "from rest" → 0 (an initial velocity);
+- ``boolean_cue``: "with tax" → True and "without tax" → False for ``include_tax`` (the
+  value the question cues is chosen whatever the model prefers, as for an enum value).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 from datetime import date
 
 __all__ = [
+    "boolean_cue",
     "implied_numbers",
     "iso_dates",
     "number_candidates",
@@ -182,3 +185,33 @@ def number_candidates(text: str) -> list[int | float]:
     return _once(
         [*unit_numbers(text), *number_words(text), *percentages(text), *implied_numbers(text)]
     )
+
+
+# words of a flag's name that say nothing about what it switches
+_FLAG_WORDS = {"include", "includes", "including", "is", "has", "have", "use", "with", "enable",
+               "enabled", "show", "add", "allow", "want", "need", "get", "return", "flag", "do",
+               "should", "can", "to", "the", "a", "an", "of", "in", "and", "or"}  # fmt: skip
+_WITH = r"(?:with|including|include|includes|plus|and\s+also)"
+_WITHOUT = r"(?:without|excluding|exclude|excludes|no|not|minus|except)"
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def boolean_cue(name: str, text: str) -> bool | None:
+    """True when ``text`` asks "with" the thing a boolean parameter ``name`` switches
+    ("with tax" for ``include_tax``, "including images" for ``with_images``), False when it
+    asks "without" it, None when it says neither. The thing is the name's words other than
+    the switching verbs (``include``, ``is``, ``show``...)."""
+    words = [w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w]
+    things = [_stem(w) for w in words if w.lower() not in _FLAG_WORDS]
+    if not things:
+        return None
+    thing = r"\W+(?:\w+\W+){0,2}?" + r"\W+".join(rf"{re.escape(t)}s?" for t in things) + r"\b"
+    folded = text.lower()
+    if re.search(rf"\b{_WITHOUT}{thing}", folded):
+        return False
+    if re.search(rf"\b{_WITH}{thing}", folded):
+        return True
+    return None

@@ -51,7 +51,7 @@ from typing import Any
 from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
-from lokal.llm.normalize import iso_dates, number_candidates
+from lokal.llm.normalize import boolean_cue, iso_dates, number_candidates
 from lokal.llm.select import Selection, _words, default_selector
 from lokal.llm.signals import question_signals
 from lokal.tools.schema import ToolSpec, schema_validator
@@ -838,6 +838,12 @@ class StagedEngine:
                 with contextlib.suppress(json.JSONDecodeError):
                     if cued(json.loads(text), self.question):
                         adjusted[i] += CUE_BONUS
+        elif _kinds(spec) == {"boolean"}:
+            # "with tax" for include_tax: True first, "without tax": False first
+            cue = boolean_cue(self._param_name, self.question)
+            for i, text in enumerate(texts):
+                if cue is not None and text == json.dumps(cue):
+                    adjusted[i] += CUE_BONUS
         ranked = sorted(zip(texts, adjusted, strict=True), key=lambda pair: -pair[1])
         trace = {
             "chosen": ranked[0][0],
