@@ -7,6 +7,7 @@ from lokal.llm.checks import (
     check_answer,
     glued_words,
     repeated_blocks,
+    restated,
     stutter,
     unfinished,
 )
@@ -138,3 +139,29 @@ def test_citation_markers_are_not_values():
     assert check_answer("Readers keep reading [2]. Since 2011.", ctx)[1][0].detail.startswith(
         "dropped a sentence whose 2011"
     )
+
+
+def test_a_fact_said_again_in_other_words_is_kept_once():
+    # "the right fact, a 45-token block repeated 3 times": the repeats are not always
+    # word for word
+    text = (
+        "The quarterly review is on Friday at 10:00. The review is on Friday. "
+        "Please remember the quarterly review on Friday."
+    )
+    ctx = AnswerContext(question="When is the quarterly review?", sources=["Friday at 10:00"])
+    kept, findings = check_answer(text, ctx)
+    # the third sentence adds a request: kept
+    assert kept == (
+        "The quarterly review is on Friday at 10:00. "
+        "Please remember the quarterly review on Friday."
+    )
+    assert ("restated", "trimmed") in actions(findings)
+
+
+def test_sentences_that_add_something_are_kept():
+    for text in (
+        "The review is on Friday. It starts at 10:00.",
+        "East sold 52 units. West sold 49 units.",
+        "Model - reads the conversation.\nTools - functions the model can call.",
+    ):
+        assert restated(text) == (text, [])

@@ -26,6 +26,7 @@ __all__ = [
     "note_lines",
     "quoted_from",
     "repeated_blocks",
+    "restated",
     "stutter",
     "unfinished",
 ]
@@ -259,6 +260,39 @@ def _content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.casefold()) if w not in _STOP and len(w) > 2}
 
 
+def restated(text: str, *, min_words: int = 2) -> tuple[str, list[str]]:
+    """``text`` without the sentences that say again, in other words, what one earlier
+    sentence said: every content word (``min_words``+ of them) and every number or named day
+    is already in that sentence ("The review is on Friday." after "The quarterly review is
+    on Friday at 10:00."). Returns the text and the sentences dropped."""
+    earlier: list[tuple[set[str], set[str]]] = []
+    kept: list[str] = []
+    dropped: list[str] = []
+    for piece in _pieces(text):
+        words = _content_words(piece)
+        numbers = set(_NUMBER.findall(piece))
+        if len(words) >= min_words and any(
+            words <= seen_words and numbers <= seen_numbers for seen_words, seen_numbers in earlier
+        ):
+            dropped.append(piece.strip())
+            continue
+        if words:
+            earlier.append((words, numbers))
+        kept.append(piece)
+    return (_join(kept) if dropped else text), dropped
+
+
+def _check_restated(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    kept, dropped = restated(text)
+    if not dropped:
+        return text, None
+    return kept, Finding(
+        "restated",
+        "trimmed",
+        f"{len(dropped)} sentence(s) saying again what an earlier one said: {dropped[0][:60]!r}",
+    )
+
+
 def _check_echo(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     """Sentences that recite a line of the system prompt (a memory note, a profile line)
     although the question is not about it are dropped."""
@@ -472,6 +506,7 @@ Check = Callable[[str, AnswerContext], tuple[str, Finding | None]]
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("labels", strip_labels),
     ("repeated_block", _check_repeats),
+    ("restated", _check_restated),
     ("echoed_context", _check_echo),
     ("contradiction", _check_contradiction),
     ("stutter", _check_stutter),
