@@ -24,6 +24,7 @@ __all__ = [
     "ToolCall",
     "ToolMessage",
     "assign_call_ids",
+    "call_key",
     "current_turn",
     "decode_arguments",
     "from_openai_message",
@@ -58,6 +59,19 @@ class ToolMessage(TypedDict):
     name: str
     status: Literal["success", "error"]
     content: str
+
+
+def call_key(name: str, args: Any) -> str:
+    """A call's identity, the one place it is computed: its name and its arguments as
+    canonical JSON (keys sorted). ``args`` may be the object or its JSON text; text that is
+    not JSON is its own identity. Two calls with the same key are the same call (the
+    runtime's repeated-call guard, the staged engine, merging within a reply)."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return name + " " + args
+    return name + " " + json.dumps(args, sort_keys=True, ensure_ascii=False)
 
 
 def call_id(index: int) -> str:

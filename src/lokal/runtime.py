@@ -66,7 +66,13 @@ from lokal.events import (
 from lokal.llm.backends import Backend
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.prompts import REPEAT_NOTE
-from lokal.messages import call_id, make_tool_message, read_tool_result, repair_conversation
+from lokal.messages import (
+    call_id,
+    call_key,
+    make_tool_message,
+    read_tool_result,
+    repair_conversation,
+)
 from lokal.records import Decision
 from lokal.tools.registry import ToolRegistry
 from lokal.trace import PromptEncoder
@@ -211,10 +217,6 @@ class JsonlTrace:
 
     def close(self) -> None:
         self._file.close()
-
-
-def _call_key(call: dict[str, Any]) -> str:
-    return call["name"] + " " + json.dumps(call["args"], sort_keys=True, ensure_ascii=False)
 
 
 class Agent:
@@ -548,7 +550,7 @@ class _Run:
     def repeated_call(self, calls: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The first call that reaches the repeat limit with this reply, if any."""
         for call in calls:
-            key = _call_key(call)
+            key = call_key(call["name"], call["args"])
             self.calls_seen[key] += 1
             if self.calls_seen[key] >= self.settings.repeat_limit:
                 return call
@@ -595,12 +597,16 @@ class _Run:
             if message.get("role") != "assistant":
                 continue
             for earlier in message.get("tool_calls") or []:
-                if _call_key(earlier) == _call_key(call) and earlier["id"] in results:
+                if (
+                    call_key(earlier["name"], earlier["args"])
+                    == call_key(call["name"], call["args"])
+                    and earlier["id"] in results
+                ):
                     found = read_tool_result(results[earlier["id"]])
         return found
 
     def stop_for_repeat(self, call: dict[str, Any], iteration: int) -> RunResult:
-        times = self.calls_seen[_call_key(call)]
+        times = self.calls_seen[call_key(call["name"], call["args"])]
         args = json.dumps(call["args"], ensure_ascii=False)
         reason = f"the model asked for {call['name']}({args}) {times} times with the same arguments"
         self.emit(Guard(guard="repeated_call", iteration=iteration, call=call, times=times))

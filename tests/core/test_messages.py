@@ -109,3 +109,29 @@ def test_plain_text_tool_content_is_read_as_output():
         "content": "25 degrees",
     }
     assert read_tool_result(message) == {"status": "success", "output": "25 degrees", "error": None}
+
+
+def test_a_call_has_one_identity_everywhere():
+    """Call identity is computed in one place (issue 22): the runtime's repeated-call guard,
+    the staged engine and the merging of identical calls in a reply all use it."""
+    import ast
+    from pathlib import Path
+
+    from lokal.messages import call_key
+
+    a = call_key("search", {"b": 1, "a": {"y": [1, 2], "x": "é"}})
+    assert a == call_key("search", '{"a": {"x": "é", "y": [1, 2]}, "b": 1}')
+    assert a != call_key("search", {"b": 1, "a": {"y": [2, 1], "x": "é"}})
+    assert call_key("f", "{not json") == "f {not json"
+    src = Path(__file__).resolve().parents[2] / "src" / "lokal"
+    for module in ("runtime.py", "llm/staged.py", "llm/decide.py"):
+        tree = ast.parse((src / module).read_text(encoding="utf-8"))
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert not {d for d in defined if "call_key" in d}, module  # no second definition
+        imported = {
+            alias.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module == "lokal.messages"
+            for alias in n.names
+        }
+        assert "call_key" in imported, module

@@ -35,8 +35,14 @@ from lokal.llm.prompts import (
 )
 from lokal.llm.quality import reply_problem, text_loop, trim_loop
 from lokal.llm.select import Passage, Selection, default_selector, evidence
-from lokal.llm.staged import DecisionTimeout, StagedEngine, call_key, can_score
-from lokal.messages import current_turn, last_user_text, make_ai_message, read_tool_result
+from lokal.llm.staged import DecisionTimeout, StagedEngine, can_score
+from lokal.messages import (
+    call_key,
+    current_turn,
+    last_user_text,
+    make_ai_message,
+    read_tool_result,
+)
 from lokal.records import Attempt, Decision, DecisionError, Usage
 from lokal.tools.schema import (
     ToolSpec,
@@ -221,7 +227,7 @@ def _merge_duplicates(message: dict[str, Any]) -> tuple[dict[str, Any], int]:
     seen: set[str] = set()
     kept = []
     for call in message["tool_calls"]:
-        key = call["name"] + "\x00" + repr(sorted(call["args"].items(), key=lambda kv: kv[0]))
+        key = call_key(call["name"], call["args"])
         if key in seen:
             continue
         seen.add(key)

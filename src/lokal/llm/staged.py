@@ -54,6 +54,7 @@ from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.normalize import boolean_cue, iso_dates, number_candidates
 from lokal.llm.select import Selection, _words, default_selector
 from lokal.llm.signals import question_signals
+from lokal.messages import call_key
 from lokal.tools.schema import ToolSpec, schema_validator
 
 __all__ = [
@@ -408,17 +409,6 @@ def clauses(question: str) -> list[str]:
     the question split at commas, semicolons and sequence words (and, then, also, 然后…)."""
     parts = [p.strip(" .?!。？！") for p in _CLAUSE_SPLIT.split(question)]
     return [p for p in parts if any(c.isalnum() for c in p)]
-
-
-def call_key(name: str, args: Any) -> str:
-    """A call's identity: its name and its arguments as canonical JSON (``args`` may be
-    the JSON text or the object)."""
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return name + " " + args
-    return name + " " + json.dumps(args, sort_keys=True, ensure_ascii=False)
 
 
 def _distinct_strings(ranked: dict[str, list[tuple[str, float]]]) -> dict[str, str]:
