@@ -10,8 +10,8 @@ from lokal.config import load_profile
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.checks import NOTES_HEADING
 from lokal.llm.decide import generate_ai_message
+from lokal.llm.evidence import Passage, result_passages, text_passages
 from lokal.llm.extract import choose_passage, extract_answer
-from lokal.llm.select import Passage, result_passages, text_passages
 
 INTRO = """An agent system is usually built from four parts:
 

@@ -15,8 +15,8 @@ from lokal.config import Profile
 from lokal.errors import BackendError
 from lokal.llm.checks import AnswerContext, check_answer
 from lokal.llm.decide import generate_ai_message
+from lokal.llm.evidence import Passage
 from lokal.llm.extract import CANDIDATES, choose_passage
-from lokal.llm.select import Passage
 from lokal.rag.answer import (
     CITATION_MIN_OVERLAP,
     NOT_FOUND,

@@ -23,6 +23,7 @@ from lokal.llm.backends import (
     get_backend,
 )
 from lokal.llm.checks import AnswerContext, Finding, check_answer, note_lines, quoted_from
+from lokal.llm.evidence import Passage, evidence
 from lokal.llm.extract import choose_passage, extract_answer
 from lokal.llm.parser import ParseResult, coerce_args, parse_model_output, resolve_tool_name
 from lokal.llm.plan import parse_plan_output
@@ -34,7 +35,7 @@ from lokal.llm.prompts import (
     instruction_texts,
 )
 from lokal.llm.quality import reply_problem, text_loop, trim_loop
-from lokal.llm.select import Passage, Selection, default_selector, evidence
+from lokal.llm.select import Selection, default_selector
 from lokal.llm.staged import DecisionTimeout, StagedEngine, can_score
 from lokal.messages import (
     call_key,

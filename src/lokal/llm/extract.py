@@ -2,7 +2,7 @@
 one, the answer is the passage of that result that answers the question.
 
 The passages are the lines, sentences and ``key: value`` pairs of the latest tool results
-(``lokal.llm.select.result_passages``). The embedding model keeps the few closest to the
+(``lokal.llm.evidence.result_passages``). The embedding model keeps the few closest to the
 question; where the backend scores continuations, the model's own likelihood of each as the
 answer (per token) picks one among them, so the choice is the model's reading, not only
 word overlap. The passage is shown once, with the tool and file it came from, and the
@@ -17,7 +17,8 @@ from typing import Any
 
 from lokal.config import GenerationSettings
 from lokal.llm.backends import GenerationRequest
-from lokal.llm.select import Passage, ToolSelector, rank_passages, result_passages
+from lokal.llm.evidence import Passage, rank_passages, result_passages
+from lokal.llm.select import ToolSelector
 from lokal.messages import last_user_text
 
 __all__ = ["Extracted", "choose_passage", "extract_answer", "render_extracted"]

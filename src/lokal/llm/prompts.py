@@ -237,7 +237,7 @@ def build_prompt_messages(
     ``final``. In builtin mode the tools go to the chat template, so no schema is injected.
     In staged mode tool results are user turns (``Result of <tool>: ...``), followed by
     ``evidence``: the passages of the latest results that match the question best (chosen
-    by ``lokal.llm.select.evidence``); no instruction text follows them, since tiny models
+    by ``lokal.llm.evidence.evidence``); no instruction text follows them, since tiny models
     copy such text into their answers.
     """
     constrained = mode in ("constrained", "staged")

@@ -52,7 +52,7 @@ from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.normalize import boolean_cue, iso_dates, number_candidates
-from lokal.llm.select import Selection, _words, default_selector
+from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import question_signals
 from lokal.messages import call_key
 from lokal.tools.schema import ToolSpec, schema_validator
@@ -160,7 +160,7 @@ def _folded(text: str) -> str:
 def cued(value: Any, question: str) -> bool:
     """Whether ``question`` names ``value`` (a parameter name or an enum value) in its own
     words or by one of its cues ("per region" cues ``groupby``)."""
-    words = _folded(_words(str(value)))
+    words = _folded(name_words(str(value)))
     folded = _folded(question)
     if words and re.search(rf"\b{re.escape(words)}\b", folded):
         return True
@@ -380,9 +380,9 @@ def inferred_format(name: str, spec: dict[str, Any]) -> str | None:
     declared = spec.get("format")
     if declared in ("email", "date", "uri"):
         return str(declared)
-    text = f"{_words(name)} {spec.get('description') or ''}"
+    text = f"{name_words(name)} {spec.get('description') or ''}"
     for shape, words in _FORMAT_WORDS:
-        if words.search(_words(name)):
+        if words.search(name_words(name)):
             return shape
     for shape, words in _FORMAT_WORDS:
         if words.search(text):
@@ -664,7 +664,7 @@ class StagedEngine:
                 spec.get("format") if spec.get("format") in ("email", "date", "uri") else None
             )
             shape_name = declared or next(
-                (shape for shape, words in _FORMAT_WORDS if words.search(_words(param))), None
+                (shape for shape, words in _FORMAT_WORDS if words.search(name_words(param))), None
             )
             shape = _FORMATS.get(shape_name or "")
             if shape is None or _kinds(spec) - {"string", "null"}:
