@@ -703,7 +703,7 @@ PLAN_CLAUSE_MIN_MARGIN = 0.15
 def _check_plan_covers(message: dict[str, Any], question: str, tools: list[ToolSpec]) -> None:
     """Raise _BadReply when a part of the request (a clause: "read notes.txt", "compute
     12 * 7") is clearly about a tool the plan never calls: the plan left that part out."""
-    from lokal.llm.staged import clauses
+    from lokal.llm.spans import clauses
 
     parts = clauses(question)
     planned = {call["name"] for call in message["tool_calls"]}

@@ -54,6 +54,18 @@ from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.normalize import boolean_cue, iso_dates, number_candidates
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import question_signals
+from lokal.llm.spans import (
+    FORMAT_WORDS,
+    FORMATS,
+    QUOTED,
+    clauses,
+    inferred_format,
+    leaf_strings,
+    list_bound,
+    text_numbers,
+    text_spans,
+    value_kinds,
+)
 from lokal.messages import call_key
 from lokal.tools.schema import ToolSpec, schema_validator
 
@@ -62,7 +74,7 @@ __all__ = [
     "CALL_OPENING",
     "DecisionTimeout",
     "StagedEngine",
-    "call_key",
+    "args_schema",
     "can_score",
     "capped",
 ]
@@ -227,17 +239,6 @@ def args_schema(
     return params
 
 
-_EDGE = ".,;:!?。，；：！？()[]{}<>\"'“”‘’「」"
-_QUOTED = re.compile(
-    r"'([^'\n]{1,120})'|\"([^\"\n]{1,120})\"|“([^”\n]{1,120})”|「([^」\n]{1,120})」"
-)
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\d)")
-_MAX_SPAN_WORDS = 4
-# an arithmetic expression: numbers (or a function call) joined by operators
-_FORMULA = re.compile(
-    r"[(\[]*(?:\d+(?:\.\d+)?|[a-z]\w*\()[)\]]*"
-    r"(?:\s*(?:\*\*|//|[-+*/^%×÷])\s*[(\[]*(?:\d+(?:\.\d+)?|[a-z]\w*\()[\d.)\]]*)+"
-)
 _MAX_CANDIDATES = 48  # the default of tool_calling.staged.max_candidates
 
 
@@ -259,156 +260,6 @@ def capped(
 
     kept = sorted(sorted(enumerate(values), key=priority)[:cap])
     return [value for _, value in kept]
-
-
-# Words a value seldom starts or ends with (in lower case): "in mississippi", "the letter s"
-# are not values, "Mississippi", "The Hague" are.
-_EDGE_WORDS = frozenset(
-    re.findall(
-        r"\w+",
-        """a an the in on at of to for from by with and or but is are was be do does did what
-        which who how when where why me my you your it its this that there please can could
-        would will tell show give find get about into than then""",
-    )
-)
-
-
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
-_CJK_PUNCT = re.compile(r"[，。？！、：；（）《》【】]")
-_SCRIPT_BOUNDARY = re.compile(rf"(?<=[{_CJK}])(?=[^\s{_CJK}])|(?<=[^\s{_CJK}])(?=[{_CJK}])")
-
-
-def _spaced(text: str) -> str:
-    """Spaces where Chinese or Japanese text meets other text or its own punctuation, so that
-    ``notes.txt，告诉我`` gives the words ``notes.txt`` and ``告诉我``."""
-    return _SCRIPT_BOUNDARY.sub(" ", _CJK_PUNCT.sub(" ", text))
-
-
-def _not_an_edge(word: str) -> bool:
-    return not word or word in _EDGE_WORDS or not any(c.isalnum() for c in word)
-
-
-def text_spans(text: str, *, max_words: int = _MAX_SPAN_WORDS) -> list[str]:
-    """Candidate string values in ``text``: runs of up to ``max_words`` words (punctuation
-    at their edges removed, not starting or ending with a lower-case function word), and
-    quoted passages. In order of appearance, without repeats."""
-    raw = _spaced(text).split()
-    words = [w.strip(_EDGE) for w in raw]
-    out: dict[str, None] = {}
-    for match in _QUOTED.finditer(text):
-        out.setdefault(next(g for g in match.groups() if g), None)
-    for i in range(len(words)):
-        if raw[i] != words[i]:
-            # the word with its inner punctuation kept ("r's", "bob@example.com.")
-            kept = raw[i].rstrip(".,;:!?。，；：！？").strip("\"'“”‘’「」()[]")
-            if kept and kept != words[i]:
-                out.setdefault(kept, None)
-        if len(words[i]) == 1:
-            out.setdefault(words[i], None)  # a letter, a digit, an operator
-        if words[i].lower().endswith(("'s", "’s")) and len(words[i]) > 2:
-            out.setdefault(words[i][:-2], None)  # "r's" -> "r"
-        if _not_an_edge(words[i]):
-            continue
-        for j in range(i + 1, min(len(words), i + max_words) + 1):
-            if _not_an_edge(words[j - 1]):
-                continue
-            span = " ".join(w for w in words[i:j] if w)
-            if span:
-                out.setdefault(span, None)
-    for match in _FORMULA.finditer(text):
-        out.setdefault(match.group(0).strip(), None)
-    return list(out)
-
-
-MAX_LIST_ITEMS = 64  # the most items an array argument may get from a question
-
-
-def list_bound(question: str, floor: int) -> int:
-    """The most items an array argument may need for ``question`` (the schema's own
-    ``maxItems`` still applies): its numbers, the items of a bracketed list, or its parts
-    separated by commas and "and" — whichever is most — and at least ``floor``. "The average
-    of [12, 15, 18, 20, 21, 26, 30]" allows 7, where a constant 4 cut the list."""
-    numbers = len(_NUMBER.findall(question.replace(",", " ")))
-    bracketed = max(
-        (
-            len(re.split(r"[,;，；、]", inner))
-            for inner in re.findall(r"[\[(（]([^\])）]*)", question)
-        ),
-        default=0,
-    )
-    parts = len(re.split(r"[,;，；、]|\band\b|和", question))
-    return max(floor, min(MAX_LIST_ITEMS, max(numbers, bracketed, parts)))
-
-
-def text_numbers(text: str) -> list[int | float]:
-    out: list[int | float] = []
-    for token in _NUMBER.findall(text.replace(",", "")):
-        value = float(token) if "." in token else int(token)
-        if value not in out:
-            out.append(value)
-    return out
-
-
-def _leaf_strings(value: Any, limit: int = 80) -> list[str]:
-    if isinstance(value, str):
-        return [value] if 0 < len(value) <= limit else []
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _leaf_strings(v, limit)]
-    if isinstance(value, list):
-        return [s for v in value[:20] for s in _leaf_strings(v, limit)]
-    return []
-
-
-_FORMATS = {
-    "path": re.compile(r"^[^\s]*(?:/|\\|\w\.[A-Za-z0-9]{1,6}$)[^\s]*$"),
-    "email": re.compile(r"^[^@\s]+@[^@\s]+\.\w+$"),
-    "date": re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{1,2}/\d{1,2}/\d{2,4}$"),
-    "uri": re.compile(r"^[a-z][a-z0-9+.-]*://\S+$"),
-}
-_FORMAT_WORDS = (
-    ("email", re.compile(r"e-?mail", re.I)),
-    ("uri", re.compile(r"\b(?:url|uri|link)s?\b", re.I)),
-    ("date", re.compile(r"\bdate\b|yyyy", re.I)),
-    ("path", re.compile(r"\b(?:path|file ?name|file|directory|dir|folder)s?\b", re.I)),
-)
-
-
-def inferred_format(name: str, spec: dict[str, Any]) -> str | None:
-    """The value shape a string parameter wants: its schema ``format`` when it names one of
-    path / email / date / uri, else what its name and description say (``file_path`` and
-    "Table file relative to the workspace" ask for a path)."""
-    declared = spec.get("format")
-    if declared in ("email", "date", "uri"):
-        return str(declared)
-    text = f"{name_words(name)} {spec.get('description') or ''}"
-    for shape, words in _FORMAT_WORDS:
-        if words.search(name_words(name)):
-            return shape
-    for shape, words in _FORMAT_WORDS:
-        if words.search(text):
-            return shape
-    return None
-
-
-def _kinds(spec: dict[str, Any]) -> set[str]:
-    kind = spec.get("type")
-    if isinstance(kind, list):
-        return set(kind)
-    return {kind} if isinstance(kind, str) else set()
-
-
-_CLAUSE_SPLIT = re.compile(
-    r"\s*(?:[,;，；。]|\band then\b|\bthen\b|\band also\b|\balso\b|\bafter that\b|"
-    r"\bfinally\b|\band\b|然后|最后|并且|再)\s*",
-    re.IGNORECASE,
-)
-
-
-def clauses(question: str) -> list[str]:
-    """The parts of a request that may each need a call ("read a.txt, then search for b"):
-    the question split at commas, semicolons and sequence words (and, then, also, 然后…)."""
-    parts = [p.strip(" .?!。？！") for p in _CLAUSE_SPLIT.split(question)]
-    return [p for p in parts if any(c.isalnum() for c in p)]
 
 
 def _distinct_strings(ranked: dict[str, list[tuple[str, float]]]) -> dict[str, str]:
@@ -657,17 +508,17 @@ class StagedEngine:
         if tool is None:
             return True
         properties = tool.parameters.get("properties") or {}
-        sources = [self.question, *(s for r in self.results for s in _leaf_strings(r))]
+        sources = [self.question, *(s for r in self.results for s in leaf_strings(r))]
         for param in tool.parameters.get("required") or []:
             spec = properties.get(param) or {}
             declared = (
                 spec.get("format") if spec.get("format") in ("email", "date", "uri") else None
             )
             shape_name = declared or next(
-                (shape for shape, words in _FORMAT_WORDS if words.search(name_words(param))), None
+                (shape for shape, words in FORMAT_WORDS if words.search(name_words(param))), None
             )
-            shape = _FORMATS.get(shape_name or "")
-            if shape is None or _kinds(spec) - {"string", "null"}:
+            shape = FORMATS.get(shape_name or "")
+            if shape is None or value_kinds(spec) - {"string", "null"}:
                 continue
             spans = (v for source in sources for v in text_spans(source))
             if not any(isinstance(v, str) and shape.search(v) for v in spans):
@@ -742,8 +593,8 @@ class StagedEngine:
             return [spec["const"]]
         if isinstance(spec.get("enum"), list) and spec["enum"]:
             return list(spec["enum"])
-        kinds = _kinds(spec)
-        sources = [self._source, *(s for r in self.results for s in _leaf_strings(r))]
+        kinds = value_kinds(spec)
+        sources = [self._source, *(s for r in self.results for s in leaf_strings(r))]
         if self._source != self.question:
             sources.append(self.question)
         values: list[Any] = []
@@ -768,14 +619,14 @@ class StagedEngine:
             return None
         checker = schema_validator(spec)
         values = [v for v in values if checker.is_valid(v)]
-        shape = _FORMATS.get(inferred_format(self._param_name, spec) or "")
+        shape = FORMATS.get(inferred_format(self._param_name, spec) or "")
         if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
             # a path, e-mail, date or URL parameter takes only values of that shape
             values = [v for v in values if isinstance(v, str) and shape.search(v)]
         cap = getattr(self.staged, "max_candidates", _MAX_CANDIDATES)
         if len(values) > cap:
             quoted = {
-                g for source in sources for m in _QUOTED.finditer(source) for g in m.groups() if g
+                g for source in sources for m in QUOTED.finditer(source) for g in m.groups() if g
             }
             self.capped = max(self.capped, len(values))
             values = capped(values, cap, quoted)
@@ -828,7 +679,7 @@ class StagedEngine:
                 with contextlib.suppress(json.JSONDecodeError):
                     if cued(json.loads(text), self.question):
                         adjusted[i] += CUE_BONUS
-        elif _kinds(spec) == {"boolean"}:
+        elif value_kinds(spec) == {"boolean"}:
             # "with tax" for include_tax: True first, "without tax": False first
             cue = boolean_cue(self._param_name, self.question)
             for i, text in enumerate(texts):
@@ -1014,11 +865,3 @@ class StagedEngine:
 
 def _rounded(values: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in values.items()}
-
-
-def envelope_text(message: dict[str, Any]) -> str:
-    """A message as the compact JSON envelope (for tests and traces)."""
-    if message.get("tool_calls"):
-        calls = [{"name": c["name"], "args": c.get("args") or {}} for c in message["tool_calls"]]
-        return json.dumps({"tool_calls": calls}, ensure_ascii=False, separators=(", ", ": "))
-    return json.dumps({"content": message.get("content", "")}, ensure_ascii=False)
