@@ -387,10 +387,10 @@ def test_a_step_under_way_at_the_budget_is_stopped_and_ends_the_decision():
         backend=backend,
     )
     elapsed = time.perf_counter() - before
-    assert result.error.type == "timeout"
+    assert result.error.type == "timeout" and "inside a model step" in result.error.message
     record = result.to_dict()
     assert record["partial"]["tool_calls"] == [{"name": "read", "args": {"path": "a.txt"}}]
-    # the hard deadline is the budget itself (the engine's own checks stop a little before)
+    # the hard deadline is just inside the budget (the engine's own checks stop earlier)
     assert elapsed < 5.0 and result.latency_ms < 1000 + 500
     assert backend.scored  # the first call's steps ran before the stopped one
 

@@ -535,8 +535,10 @@ def generate_ai_message(
             response_schema=response_schema,
             purpose=purpose,
             conversation=messages,
-            # the hard stop: a backend that can abort its evaluation stops here
-            deadline=started + budget_s if budget_s else None,
+            # the hard stop: a backend that can abort its evaluation stops here, a little
+            # before the budget (an abort lands between two graph nodes, then the record
+            # is written)
+            deadline=started + budget_s - min(0.25, 0.01 * budget_s) if budget_s else None,
         )
         force = None
         previous = record.attempts[-1] if record.attempts else None
@@ -590,8 +592,9 @@ def generate_ai_message(
             attempt.fail(
                 "timeout",
                 f"the decision used up its {budget_s:g} s budget "
-                f"(tool_calling.decision_budget_s: stopped after {elapsed:.1f} s, when the "
-                f"next step would not fit) in stage: {exc.stage}; {done} complete call"
+                f"(tool_calling.decision_budget_s: stopped after {elapsed:.1f} s, "
+                f"{'inside a model step' if exc.inside else 'when the next step would not fit'}"
+                f") in stage: {exc.stage}; {done} complete call"
                 f"{'' if done == 1 else 's'} so far (in partial)",
             )
             record.error = attempt.error

@@ -91,9 +91,10 @@ _SCORE_CHUNK = 32  # candidates scored per backend call, the time budget checked
 
 
 class DecisionTimeout(Exception):
-    """The decision's time budget ran out between two model calls. ``stage`` says where,
-    ``calls`` holds the calls completed so far, ``pending`` the call being filled (its
-    arguments chosen so far), ``trace`` the stages' evidence so far."""
+    """The decision's time budget ran out: between two model calls, or (``inside``) during
+    one, which the backend stopped. ``stage`` says where, ``calls`` holds the calls
+    completed so far, ``pending`` the call being filled (its arguments chosen so far),
+    ``trace`` the stages' evidence so far."""
 
     def __init__(
         self,
@@ -101,8 +102,11 @@ class DecisionTimeout(Exception):
         calls: list[dict[str, Any]],
         pending: dict[str, Any] | None,
         trace: dict[str, Any],
+        *,
+        inside: bool = False,
     ) -> None:
         super().__init__(f"time budget exceeded in stage: {stage}")
+        self.inside = inside
         self.stage = stage
         self.calls = calls
         self.pending = pending
@@ -351,12 +355,16 @@ class StagedEngine:
         self.found: list[dict[str, Any]] = []  # the calls completed so far
         self.pending: dict[str, Any] | None = None  # the call being filled
 
-    def _timeout(self) -> DecisionTimeout:
+    def _timeout(self, *, inside: bool = False) -> DecisionTimeout:
         self.trace["continuations_scored"] = self.scored
         if self.capped:
             self.trace["candidates_capped"] = self.capped
         return DecisionTimeout(
-            self.stage, list(self.found), self.pending, json.loads(json.dumps(self.trace))
+            self.stage,
+            list(self.found),
+            self.pending,
+            json.loads(json.dumps(self.trace)),
+            inside=inside,
         )
 
     def _check_time(self) -> None:
@@ -371,7 +379,7 @@ class StagedEngine:
         try:
             scores = self.backend.score(replace(self.request, prefix=prefix), continuations)
         except BackendDeadline:  # the backend stopped inside the step at the hard deadline
-            raise self._timeout() from None
+            raise self._timeout(inside=True) from None
         if continuations and prefix:  # without a prefix the time is the prompt's reading
             spent = time.perf_counter() - started
             self._per_continuation = spent / len(continuations)
@@ -410,7 +418,7 @@ class StagedEngine:
                 )
             )
         except BackendDeadline:
-            raise self._timeout() from None
+            raise self._timeout(inside=True) from None
         if completion.completion_tokens:
             self._per_token = (time.perf_counter() - started) / completion.completion_tokens
             self._generated = True
