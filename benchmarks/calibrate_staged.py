@@ -36,7 +36,7 @@ import numpy as np
 from lokal.bench.batch import load_cases
 from lokal.config import StagedSettings, load_profile
 from lokal.llm.backends import GenerationRequest, get_backend
-from lokal.llm.decide import _done_calls, _results
+from lokal.llm.decide import done_calls, turn_results
 from lokal.llm.evidence import evidence
 from lokal.llm.prompts import build_prompt_messages
 from lokal.llm.select import default_selector
@@ -66,8 +66,8 @@ def _engine(backend, profile, case, tools, neutral: StagedSettings):
         purpose="decide",
         has_results=any(m.get("role") == "tool" for m in turn),
         question=last_user_text(messages),
-        results=_results(turn),
-        done=_done_calls(turn),
+        results=turn_results(turn),
+        done=done_calls(turn),
     )
     return engine, offered, selection
 

@@ -56,10 +56,10 @@ def check_mcp_inputs(args: argparse.Namespace) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from lokal.mcp.client import _require_sdk
+    from lokal.mcp.client import require_sdk
     from lokal.mcp.server import lokal_tools, serve_stdio
 
-    _require_sdk()
+    require_sdk()
     with lokal_tools(args.workspace, args.skills) as tools:
         anyio.run(serve_stdio, tools)
     return EXIT_ANSWERED

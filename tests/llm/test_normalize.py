@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lokal.llm.normalize import (
+from lokal.llm.staged.candidates import (
     boolean_cue,
     implied_numbers,
     iso_dates,

@@ -10,8 +10,8 @@ from lokal.config import load_profile
 from lokal.llm.backends import Completion
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.decide import generate_ai_message
-from lokal.llm.spans import text_numbers, text_spans
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
+from lokal.llm.staged.candidates import text_numbers, text_spans
 
 NEUTRAL = {
     "lm_weight": 1.0,
@@ -396,8 +396,8 @@ def test_an_answer_that_ignores_the_results_is_retried_then_extracted_from_them(
 
 
 def test_array_bounds_come_from_the_question():
-    from lokal.llm.spans import list_bound
     from lokal.llm.staged import args_schema
+    from lokal.llm.staged.candidates import list_bound
     from lokal.tools.schema import ToolSpec
 
     question = "What is the average of [12, 15, 18, 20, 21, 26, 30]?"

@@ -54,7 +54,7 @@ from lokal.tools.schema import (
     tool_specs,
 )
 
-__all__ = ["generate_ai_message", "validate_conversation"]
+__all__ = ["done_calls", "generate_ai_message", "turn_results", "validate_conversation"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -191,12 +191,12 @@ def validate_conversation(messages: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def _results(turn: list[dict[str, Any]]) -> list[Any]:
+def turn_results(turn: list[dict[str, Any]]) -> list[Any]:
     """The outputs of the ToolMessages of the current turn."""
     return [read_tool_result(m).get("output") for m in turn if m.get("role") == "tool"]
 
 
-def _done_calls(turn: list[dict[str, Any]]) -> set[str]:
+def done_calls(turn: list[dict[str, Any]]) -> set[str]:
     """The calls of the current turn whose result was a success."""
     ok = {
         m.get("tool_call_id")
@@ -560,8 +560,8 @@ def generate_ai_message(
                     purpose=purpose,
                     has_results=has_results,
                     question=question,
-                    results=_results(turn),
-                    done=_done_calls(turn),
+                    results=turn_results(turn),
+                    done=done_calls(turn),
                     deadline=deadline,
                 )
                 if call_required:
@@ -706,7 +706,7 @@ PLAN_CLAUSE_MIN_MARGIN = 0.15
 def _check_plan_covers(message: dict[str, Any], question: str, tools: list[ToolSpec]) -> None:
     """Raise _BadReply when a part of the request (a clause: "read notes.txt", "compute
     12 * 7") is clearly about a tool the plan never calls: the plan left that part out."""
-    from lokal.llm.spans import clauses
+    from lokal.llm.staged.candidates import clauses
 
     parts = clauses(question)
     planned = {call["name"] for call in message["tool_calls"]}

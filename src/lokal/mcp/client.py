@@ -56,6 +56,7 @@ __all__ = [
     "McpToolInfo",
     "McpTools",
     "open_mcp_tools",
+    "require_sdk",
     "result_output",
 ]
 
@@ -91,7 +92,7 @@ class McpToolInfo:
         return dataclasses.asdict(self)
 
 
-def _require_sdk() -> None:
+def require_sdk() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -281,7 +282,7 @@ class McpSession:
         """Start every server (concurrently), list their tools and make the lokal tools."""
         if self._opened:
             return self
-        _require_sdk()
+        require_sdk()
         for state in self._servers.values():  # config mistakes before anything starts
             state.target = (
                 _stdio_parameters(state.config) if state.config.transport == "stdio" else None

@@ -108,13 +108,13 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 def _content_words(text: str) -> set[str]:
     """Lower-cased words (letters and digits; ``busy_timeout`` is two words) minus stop
     words, cut to their first 5 letters (a crude stem: ``quantized`` ~ ``quantization``)."""
-    from lokal.rag.retrieval import _STOP
+    from lokal.rag.retrieval import STOPWORDS
 
     words = _CONTENT.findall(_MARKER.sub(" ", text).lower())
     return {
         w[:5]
         for w in words
-        if w not in _STOP and w not in _ANSWER_STOP and (len(w) > 1 or w.isdigit())
+        if w not in STOPWORDS and w not in _ANSWER_STOP and (len(w) > 1 or w.isdigit())
     }
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from lokal.rag.embeddings import Embedder
 from lokal.rag.stores import Hit, VectorStore
 
-__all__ = ["BM25Index", "LazyRetriever", "Retriever", "rrf"]
+__all__ = ["STOPWORDS", "BM25Index", "LazyRetriever", "Retriever", "rrf"]
 
 RRF_K = 60
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -21,11 +21,11 @@ _STOPWORDS = (
     "a an and are as at be by do does for from has have how i in is it its of on or that the "
     "this to was what when where which who why will with you your can"
 )
-_STOP = frozenset(_STOPWORDS.split())
+STOPWORDS = frozenset(_STOPWORDS.split())
 
 
 def tokenize(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
 class BM25Index:

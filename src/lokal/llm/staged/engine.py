@@ -51,17 +51,19 @@ from typing import Any
 from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
-from lokal.llm.normalize import boolean_cue, iso_dates, number_candidates
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import question_signals
-from lokal.llm.spans import (
+from lokal.llm.staged.candidates import (
     FORMAT_WORDS,
     FORMATS,
     QUOTED,
+    boolean_cue,
     clauses,
     inferred_format,
+    iso_dates,
     leaf_strings,
     list_bound,
+    number_candidates,
     text_numbers,
     text_spans,
     value_kinds,
@@ -612,12 +614,12 @@ class StagedEngine:
             for source in sources:
                 values += [v for v in text_spans(source) if v not in values]
             if inferred_format(self._param_name, spec) == "date":
-                # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.normalize)
+                # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
         elif kinds and kinds <= {"number", "integer", "null"}:
             for source in sources:
                 # digits first, then the normalised forms: "three" → 3, "5%" → 0.05, "9.8
-                # m/s^2" → 9.8, "dropped" → 0 (lokal.llm.normalize)
+                # m/s^2" → 9.8, "dropped" → 0 (lokal.llm.staged.candidates)
                 for number in [*text_numbers(source), *number_candidates(source)]:
                     if "integer" in kinds and "number" not in kinds and not isinstance(number, int):
                         continue
