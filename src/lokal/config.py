@@ -22,6 +22,7 @@ keys found directly in a profile override ``generation:``; a profile may also ho
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -253,20 +254,19 @@ class Profile:
     def backend(self) -> str:
         return self.model.backend
 
+    def replace(self, **changes: Any) -> Profile:
+        """A copy with whole fields replaced (``model=``, ``generation=``...), by name."""
+        return dataclasses.replace(self, **changes)
+
     def with_tool_calling(self, **changes: Any) -> Profile:
         """A copy with tool-calling settings changed (``mode=``, ``max_retries=``…)."""
         merged = {**self.tool_calling.model_dump(), **changes}
-        return Profile(
-            name=self.name,
-            model=self.model,
-            generation=self.generation,
-            tool_calling=_build(ToolCallingSettings, merged, f"{self.name}: tool_calling"),
-            source=self.source,
+        return self.replace(
+            tool_calling=_build(ToolCallingSettings, merged, f"{self.name}: tool_calling")
         )
 
     def with_backend(self, backend: str) -> Profile:
-        model = self.model.model_copy(update={"backend": backend})
-        return Profile(self.name, model, self.generation, self.tool_calling, self.source)
+        return self.replace(model=self.model.model_copy(update={"backend": backend}))
 
 
 def default_config_path() -> Path:

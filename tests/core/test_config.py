@@ -122,3 +122,30 @@ def test_backends_are_reloaded_only_when_load_settings_change(tmp_path):
     assert get_backend(load_profile(path, "c")) is not first
     assert loads == ["a", "c"]
     clear_backend_cache()
+
+
+def test_a_profile_is_changed_by_name_not_rebuilt_by_position():
+    """Profile.replace (issue 22): fields changed by name; nothing outside config.py builds
+    a Profile positionally."""
+    import ast
+
+    from helpers import REPO
+
+    profile = load_profile(MODEL_CONFIG)
+    generation = profile.generation.model_copy(update={"max_new_tokens": 64})
+    changed = profile.replace(generation=generation)
+    assert changed.generation.max_new_tokens == 64 and changed.model == profile.model
+    assert profile.generation.max_new_tokens != 64  # the original is untouched
+    assert profile.with_backend("mock").backend == "mock"
+    for path in (REPO / "src" / "lokal").rglob("*.py"):
+        if path.name == "config.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        built = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "Profile"
+        ]
+        assert built == [], path

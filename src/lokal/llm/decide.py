@@ -12,7 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lokal.config import STRATEGIES, Profile, from_legacy_mode, load_profile
+from lokal.config import (
+    STRATEGIES,
+    Profile,
+    ToolCallingSettings,
+    from_legacy_mode,
+    load_profile,
+)
 from lokal.errors import BackendDeadline, BackendError, ConfigError, MessageError, ParseError
 from lokal.llm import grammar
 from lokal.llm.backends import (
@@ -157,7 +163,7 @@ def _cut_off(completion: Completion, limit: int, purpose: str) -> str | None:
 def _preselect(
     messages: list[dict[str, Any]],
     tools: list[ToolSpec],
-    settings: Any,
+    settings: ToolCallingSettings,
     staged: bool,
 ) -> Selection | None:
     """Rank the tools against the question when the profile preselects (``preselect_k``) or
@@ -170,7 +176,7 @@ def _preselect(
 
 
 def _with_generation(profile: Profile, generation: Any) -> Profile:
-    return Profile(profile.name, profile.model, generation, profile.tool_calling, profile.source)
+    return profile.replace(generation=generation)
 
 
 def validate_conversation(messages: Any) -> list[dict[str, Any]]:
@@ -824,7 +830,7 @@ def _interpret(
     completion: Completion,
     tools: list[ToolSpec],
     purpose: str,
-    settings: Any,
+    settings: ToolCallingSettings,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Turn one completion into an AIMessage and the parse details; raise ParseError."""
     native = _native_message(completion)

@@ -27,6 +27,7 @@ import copy
 import json
 from typing import Any
 
+from lokal.config import ToolCallingSettings
 from lokal.tools.schema import ToolSpec
 
 __all__ = [
@@ -127,7 +128,7 @@ def reply_schema(
     tools: list[ToolSpec],
     *,
     plan: bool = False,
-    settings: Any = None,
+    settings: ToolCallingSettings | None = None,
     max_string: int | None = None,
     max_content: int | None = None,
     max_calls: int | None = None,

@@ -293,9 +293,7 @@ def create_app(
                 loaded = loaded.with_backend(backend_name)
             if prompt_cache_mb is not None:
                 model = loaded.model.model_copy(update={"prompt_cache_mb": prompt_cache_mb})
-                loaded = Profile(
-                    loaded.name, model, loaded.generation, loaded.tool_calling, loaded.source
-                )
+                loaded = loaded.replace(model=model)
             profiles[name] = loaded
         return profiles[name]
 
@@ -802,9 +800,7 @@ def _decide(
         generation = profile.generation.model_validate(
             {**profile.generation.model_dump(), **prepared.generation}
         )
-        profile = Profile(
-            profile.name, profile.model, generation, profile.tool_calling, profile.source
-        )
+        profile = profile.replace(generation=generation)
 
     def listener(fields: dict[str, Any]) -> None:
         if cancel.is_set():

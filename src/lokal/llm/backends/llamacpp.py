@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lokal.config import Profile
+from lokal.config import GenerationSettings, ModelSettings, Profile
 from lokal.errors import BackendDeadline, BackendError, ConfigError
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.backends.masks import TokenMasks
@@ -45,7 +45,7 @@ def _import_llama() -> Any:
     return llama_cpp
 
 
-def _load_llama(llama_cpp: Any, path: str, settings: Any, profile: Profile) -> Any:
+def _load_llama(llama_cpp: Any, path: str, settings: ModelSettings, profile: Profile) -> Any:
     return llama_cpp.Llama(
         model_path=path,
         n_ctx=settings.n_ctx,
@@ -242,7 +242,7 @@ class LlamaCppBackend:
     ) -> int:
         return len(self.llm.tokenize(self.render(messages, tools).encode("utf-8"), special=True))
 
-    def input_budget(self, settings: Any) -> int:
+    def input_budget(self, settings: GenerationSettings) -> int:
         return self.llm.n_ctx() - settings.max_new_tokens
 
     # -- generation ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from lokal.config import Profile
+from lokal.config import GenerationSettings, Profile
 from lokal.errors import BackendError, ConfigError
 from lokal.llm.backends import Completion, GenerationRequest
 from lokal.llm.grammar import schema_key
@@ -116,7 +116,7 @@ class TransformersBackend:
     ) -> int:
         return int(self._render_ids(messages, tools)["input_ids"].shape[1])
 
-    def input_budget(self, settings: Any) -> int | None:
+    def input_budget(self, settings: GenerationSettings) -> int | None:
         return self.max_input_tokens
 
     def _logits_processor(self, schema: dict[str, Any]) -> Any:

@@ -48,6 +48,7 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lokal.config import ToolCallingSettings
 from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Completion, GenerationRequest
@@ -219,7 +220,7 @@ def _mentioned_with(properties: dict[str, Any], kept: set[str], question: str) -
 
 
 def args_schema(
-    tool: ToolSpec, question: str, settings: Any, *, optional: str = "mentioned"
+    tool: ToolSpec, question: str, settings: ToolCallingSettings, *, optional: str = "mentioned"
 ) -> dict[str, Any]:
     """The schema the arguments of ``tool`` are generated under: bounded, and with the
     optional parameters the question does not mention removed (``optional="mentioned"``)."""
@@ -315,7 +316,7 @@ class StagedEngine:
         request: GenerationRequest,
         tools: list[ToolSpec],
         selection: Selection | None,
-        settings: Any,
+        settings: ToolCallingSettings,
         *,
         purpose: str,
         has_results: bool,
