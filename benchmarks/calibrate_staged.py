@@ -36,9 +36,9 @@ import numpy as np
 from lokal.bench.batch import load_cases
 from lokal.config import StagedSettings, load_profile
 from lokal.llm.backends import GenerationRequest, get_backend
-from lokal.llm.decide import done_calls, turn_results
 from lokal.llm.evidence import evidence
 from lokal.llm.prompts import build_prompt_messages
+from lokal.llm.request import done_calls, turn_results
 from lokal.llm.select import default_selector
 from lokal.llm.staged import CALL_OPENING, StagedEngine, args_schema
 from lokal.messages import current_turn, last_user_text

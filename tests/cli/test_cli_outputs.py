@@ -204,7 +204,7 @@ def test_a_mock_run_loads_no_model_and_its_steps_account_for_its_time(
         return real(profile, *args, **kwargs)
 
     monkeypatch.setattr(lokal.llm.backends, "get_backend", recording)
-    monkeypatch.setattr("lokal.llm.decide.get_backend", recording)
+    monkeypatch.setattr("lokal.llm.request.get_backend", recording)
     trace = tmp_path / "run.jsonl"
     argv = ["run", "Use the file_reader tool to read docs/agent_intro.txt", "--backend", "mock"]
     assert main([*argv, "--workspace", str(WORKSPACE), "--trace", str(trace)]) == 0

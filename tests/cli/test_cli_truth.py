@@ -42,13 +42,13 @@ def no_model(monkeypatch):
     """Any attempt to build an agent or a backend fails the test."""
     import lokal.cli_run
     import lokal.llm.backends
-    import lokal.llm.decide
+    import lokal.llm.request
 
     def forbidden(*args, **kwargs):
         raise AssertionError("a model was about to be loaded")
 
     monkeypatch.setattr(lokal.llm.backends, "get_backend", forbidden)
-    monkeypatch.setattr(lokal.llm.decide, "get_backend", forbidden)
+    monkeypatch.setattr(lokal.llm.request, "get_backend", forbidden)
     monkeypatch.setattr(lokal.cli_run, "build_agent", forbidden)
 
 

@@ -464,7 +464,7 @@ def only_the_mock(monkeypatch):
     """A backend other than the mock (the bundled model) fails the test."""
     import lokal.bench.bfcl
     import lokal.llm.backends
-    import lokal.llm.decide
+    import lokal.llm.request
 
     real = lokal.llm.backends.get_backend
 
@@ -472,7 +472,7 @@ def only_the_mock(monkeypatch):
         assert profile.backend == "mock", f"the {profile.backend} backend was about to load"
         return real(profile, *args, **kwargs)
 
-    for module in (lokal.llm.backends, lokal.llm.decide, lokal.bench.bfcl):
+    for module in (lokal.llm.backends, lokal.llm.request, lokal.bench.bfcl):
         monkeypatch.setattr(module, "get_backend", mock_only)
 
 

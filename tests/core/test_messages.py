@@ -124,7 +124,7 @@ def test_a_call_has_one_identity_everywhere():
     assert a != call_key("search", {"b": 1, "a": {"y": [2, 1], "x": "é"}})
     assert call_key("f", "{not json") == "f {not json"
     src = Path(__file__).resolve().parents[2] / "src" / "lokal"
-    for module in ("runtime.py", "llm/staged/engine.py", "llm/decide.py"):
+    for module in ("runtime.py", "llm/staged/engine.py", "llm/replies.py", "llm/request.py"):
         tree = ast.parse((src / module).read_text(encoding="utf-8"))
         defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert not {d for d in defined if "call_key" in d}, module  # no second definition

@@ -598,7 +598,7 @@ def _model_not_found(name: str, names: list[str], unavailable: dict[str, str]) -
 
 def _ranks_tools(profile: Profile, backend: Backend | None) -> bool:
     """Whether the decisions of ``profile`` rank the tools on offer with the embedding model
-    (``lokal.llm.decide._preselect``): it preselects (``preselect_k``), or decides in stages
+    (``lokal.llm.request._preselect``): it preselects (``preselect_k``), or decides in stages
     on a backend that scores (of the shipped ones, llama.cpp's; a given one is asked)."""
     settings = profile.tool_calling
     if settings.preselect_k is not None:
