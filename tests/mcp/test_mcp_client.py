@@ -147,7 +147,7 @@ def test_a_server_that_dies_is_reported_once_and_its_tools_withdrawn():
         session.register(registry)
         pid = run(registry, "doomed_whoami")[1]["output"]["pid"]
         messages = registry.execute_many(
-            [{"name": "doomed_die", "args": {}}, {"name": "doomed_hang", "args": {"seconds": 2}}]
+            [{"name": "doomed_die", "args": {}}, {"name": "doomed_hang", "args": {"seconds": 30}}]
         )
         errors = [json.loads(m["content"])["error"] for m in messages]
         assert all("MCP server 'doomed' stopped" in e for e in errors)
