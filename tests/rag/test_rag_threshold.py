@@ -141,10 +141,10 @@ def test_citation_support_reads_sentences_and_their_markers():
 
 @pytest.mark.slow
 def test_rag_ask_json_says_which_chunks_were_cited(index, monkeypatch, capsys):
-    from lokal.llm import decide
+    from lokal.llm import request
 
     path, _ = index
-    monkeypatch.setattr(decide, "get_backend", lambda profile: ScriptedBackend([WAL_ANSWER]))
+    monkeypatch.setattr(request, "get_backend", lambda profile: ScriptedBackend([WAL_ANSWER]))
     base = ["rag", "ask", "--store_path", str(path), "--model_name", "mock", "--quiet", "--json"]
     main([*base[:2], WAL, *base[2:]])
     record = json.loads(capsys.readouterr().out)
@@ -156,14 +156,14 @@ def test_rag_ask_json_says_which_chunks_were_cited(index, monkeypatch, capsys):
     def no_model(profile):
         raise AssertionError("the model must not be asked")
 
-    monkeypatch.setattr(decide, "get_backend", no_model)
+    monkeypatch.setattr(request, "get_backend", no_model)
     main([*base[:2], OUTSIDE, *base[2:]])
     record = json.loads(capsys.readouterr().out)
     assert record["status"] == "no_context" and record["answer"] == NOT_FOUND
     assert record["cited"] == [] and len(record["uncited"]) == 4
     assert record["relevance"]["best_cosine"] < record["relevance"]["min_score"]
     # --min_score 0 turns the threshold off: the model is asked
-    monkeypatch.setattr(decide, "get_backend", lambda profile: ScriptedBackend([NOT_FOUND]))
+    monkeypatch.setattr(request, "get_backend", lambda profile: ScriptedBackend([NOT_FOUND]))
     main([*base[:2], OUTSIDE, *base[2:], "--min_score", "0"])
     record = json.loads(capsys.readouterr().out)
     assert record["status"] == "not_found" and record["answer"] == NOT_FOUND
