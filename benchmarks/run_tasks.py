@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["LOKAL_HOME"] = tempfile.mkdtemp(prefix="lokal-tasks-")
     from lokal.bench.pairs import first_decision, pair_agreement
-    from lokal.cli_run import build_agent, check_run_inputs
+    from lokal.cli.run import build_agent, check_run_inputs
 
     tasks = json.loads(Path(args.tasks).read_text(encoding="utf-8"))[: args.limit]
     out = Path(args.out)

@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # `python -m lokal.trace FILE | head`: the reader went away
         _quiet_stdout()
-        return 141  # 128 + SIGPIPE, as every lokal command (lokal.cli_common.EXIT_BROKEN_PIPE)
+        return 141  # 128 + SIGPIPE, as every lokal command (lokal.cli.common.EXIT_BROKEN_PIPE)
     return 0
 
 

@@ -52,7 +52,7 @@ def test_lokal_run_exit_codes(capsys, tmp_path):
     """0 when the model answered (the mock answers after its tool turn), 1 when the time
     budget ran out first, and the codes are listed in --help."""
     from helpers import DATA
-    from lokal.cli_run import exit_code
+    from lokal.cli.run import exit_code
     from lokal.runtime import RunResult
 
     workspace = str(DATA / "workspace")

@@ -40,7 +40,7 @@ def mock(tmp_path) -> list[str]:
 @pytest.fixture
 def no_model(monkeypatch):
     """Any attempt to build an agent or a backend fails the test."""
-    import lokal.cli_run
+    import lokal.cli.run
     import lokal.llm.backends
     import lokal.llm.request
 
@@ -49,7 +49,7 @@ def no_model(monkeypatch):
 
     monkeypatch.setattr(lokal.llm.backends, "get_backend", forbidden)
     monkeypatch.setattr(lokal.llm.request, "get_backend", forbidden)
-    monkeypatch.setattr(lokal.cli_run, "build_agent", forbidden)
+    monkeypatch.setattr(lokal.cli.run, "build_agent", forbidden)
 
 
 def _one_line_error(err: str) -> str:
@@ -242,10 +242,10 @@ class _FakeEmbedder:
     ],
 )  # fmt: skip
 def test_rag_ask_exits_1_when_it_cannot_answer(record, expected, monkeypatch, capsys):
-    import lokal.cli_rag
+    import lokal.cli.rag
     import lokal.llm.answer
 
-    monkeypatch.setattr(lokal.cli_rag, "open_from_args", lambda a: (_FakeStore(), _FakeEmbedder()))
+    monkeypatch.setattr(lokal.cli.rag, "open_from_args", lambda a: (_FakeStore(), _FakeEmbedder()))
     monkeypatch.setattr(
         lokal.llm.answer, "answer_question", lambda *a, **k: {**record, "answer": "shown"}
     )
@@ -256,12 +256,12 @@ def test_rag_ask_exits_1_when_it_cannot_answer(record, expected, monkeypatch, ca
 
 @pytest.mark.parametrize("argv", [["rag", "ask", "  "], ["rag", "search", ""]])
 def test_rag_empty_questions_are_exit_2_before_the_index_opens(argv, monkeypatch, capsys):
-    import lokal.cli_rag
+    import lokal.cli.rag
 
     def forbidden(args):
         raise AssertionError("the index was opened")
 
-    monkeypatch.setattr(lokal.cli_rag, "open_from_args", forbidden)
+    monkeypatch.setattr(lokal.cli.rag, "open_from_args", forbidden)
     assert main(argv) == 2
     assert "is empty" in _one_line_error(capsys.readouterr().err)
 
@@ -422,7 +422,7 @@ def test_tables_into_a_pipe_are_not_cut():
     from rich.console import Console
     from rich.table import Table
 
-    from lokal.bench.cli import print_table
+    from lokal.cli.bench import print_table
 
     table = Table()
     for header in ("profile/mode", "success %", "mean latency (ms)", "p95 latency (ms)"):

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from helpers import DATA, MODEL_CONFIG, REPO, envelope
-from lokal.cli_run import LiveProgress
+from lokal.cli.run import LiveProgress
 from lokal.config import load_profile
 from lokal.events import ModelLoad
 from lokal.live import Spinner, working

@@ -65,17 +65,10 @@ LAYERS: dict[str, int] = {
     "lokal.runtime": 4,
     # 5, the faces: the command line (and each package's subcommands), benchmarks, the live
     # status line, and the package root with its lazy public names
-    "lokal.cli": 5,
-    "lokal.cli_common": 5,
-    "lokal.cli_run": 5,
-    "lokal.cli_rag": 5,
-    "lokal.cli_mcp": 5,
-    "lokal.memory.cli": 5,
+    "lokal.cli": 5,  # one module per command group, and their shared helpers
     "lokal.bench": 5,
     "lokal.live": 5,
     "lokal.serve": 5,
-    "lokal.cli_serve": 5,
-    "lokal.cli_trace": 5,
     "lokal": 5,
 }
 
@@ -224,7 +217,7 @@ def test_the_graph_is_read():
     kinds = {e.kind for e in edges}
     assert kinds == {"module", "function", "name"}
     assert any(e.source == "lokal.memory.db" and e.target == "lokal.sqlite" for e in edges)
-    assert any(e.source == "lokal.cli" and e.target == "lokal.cli_rag" for e in edges)
+    assert any(e.source == "lokal.cli" and e.target == "lokal.cli.rag" for e in edges)
 
 
 def test_every_module_has_a_floor():

@@ -39,3 +39,23 @@ def test_the_check_sees_a_private_import(tmp_path):
         ]
     finally:
         sample.unlink()
+
+
+def test_nothing_outside_the_command_line_imports_it():
+    """The command line is a package (``lokal.cli``, issue 22) that nothing else imports."""
+    importers = []
+    for path in (REPO / "src" / "lokal").rglob("*.py"):
+        if (REPO / "src" / "lokal" / "cli") in path.parents:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if any(n == "lokal.cli" or n.startswith("lokal.cli.") for n in names):
+                importers.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert importers == []

@@ -137,7 +137,7 @@ def test_summarize_stores_only_answered_runs_marked_model_written(tmp_path):
 
 
 def _run_args(tmp_path, index) -> argparse.Namespace:
-    from lokal.cli_run import _run_arguments
+    from lokal.cli.run import _run_arguments
 
     parser = argparse.ArgumentParser()
     _run_arguments(parser)
@@ -150,7 +150,7 @@ def _run_args(tmp_path, index) -> argparse.Namespace:
 
 
 def test_the_embedder_and_the_index_open_only_when_a_search_needs_them(tmp_path, monkeypatch):
-    from lokal.cli_run import build_agent
+    from lokal.cli.run import build_agent
     from lokal.rag import embeddings, index
 
     path = tmp_path / "index.db"

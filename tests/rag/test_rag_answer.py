@@ -58,7 +58,7 @@ def test_an_answer_outside_the_documents_has_no_citations(retriever):
 def test_a_model_that_says_not_available_beside_the_answer_gets_the_passage(retriever):
     # the README's example: the right chunks were retrieved, the model wrote "The document
     # is not available.", and rag ask exited 1 while its JSON said "success"
-    from lokal.cli_rag import rag_exit_code
+    from lokal.cli.rag import rag_exit_code
 
     backend = ScriptedBackend(["The document is not available."])
     question = "How do readers and writers share a WAL database?"
@@ -74,7 +74,7 @@ def test_a_model_that_says_not_available_beside_the_answer_gets_the_passage(retr
 
 @pytest.mark.slow
 def test_status_and_exit_code_agree_when_the_model_does_not_answer(retriever):
-    from lokal.cli_rag import rag_exit_code
+    from lokal.cli.rag import rag_exit_code
 
     for reply in (NOT_FOUND, "I don't know."):
         backend = ScriptedBackend([reply])
@@ -143,7 +143,7 @@ def test_knowledge_search_tool_in_an_agent_run(retriever):
 def test_lokal_run_wires_memory_knowledge_search_and_the_conversation(
     tmp_path, monkeypatch, retriever
 ):
-    from lokal.cli_run import _run_arguments, build_agent
+    from lokal.cli.run import _run_arguments, build_agent
 
     monkeypatch.setenv("LOKAL_HOME", str(tmp_path / "home"))
     index = tmp_path / "index.db"

@@ -78,7 +78,7 @@ def test_a_served_conversation_reloads_with_the_clients_call_ids_and_tool_result
     assert third.choices[0].message.content == "You are welcome."
     store.close()
 
-    # loaded as `lokal run --conversation trip` loads it (lokal.cli_run: Memory.history)
+    # loaded as `lokal run --conversation trip` loads it (lokal.cli.run: Memory.history)
     memory = Memory(conversation=NAME, db_path=db, memory_dir=tmp_path / "memory")
     history = memory.history()
     assert history.repairs == []

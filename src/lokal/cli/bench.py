@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lokal.bench.report import LATENCY_HEADERS
-from lokal.cli_common import add_command, ensure_output_folder, read_json_file
+from lokal.cli.common import add_command, ensure_output_folder, read_json_file
 from lokal.config import LEGACY_MODES, TOOL_CALLING
 from lokal.errors import ConfigError
 

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from lokal.cli_common import EXIT_ANSWERED, EXIT_NO_ANSWER, add_command
+from lokal.cli.common import EXIT_ANSWERED, EXIT_NO_ANSWER, add_command
 from lokal.errors import ConfigError
 
 __all__ = ["register"]

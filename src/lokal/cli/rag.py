@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from lokal.cli_common import (
+from lokal.cli.common import (
     EXIT_ANSWERED,
     EXIT_NO_ANSWER,
     add_command,

@@ -1,15 +1,16 @@
-"""The ``lokal`` command: ``decide``, and the commands listed in ``COMMANDS``."""
+"""The ``lokal`` command line: ``main`` and the parser; one module per command group
+(``decide``, ``run``, ``bench``, ``rag``, ``mcp``, ``memory``, ``serve``, ``trace``), listed in
+``COMMANDS``, and the helpers they share in ``common``. Nothing outside this package
+imports it."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
-from pathlib import Path
 
-from lokal.cli_common import (
+from lokal.cli.common import (
     EXIT_ANSWERED,
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -18,19 +19,14 @@ from lokal.cli_common import (
     EXIT_NO_ANSWER,
     BadUsage,
     Parser,
-    add_command,
     add_model_arguments,
-    add_strategy_argument,
-    ensure_output_folder,
-    profile_from_args,
     read_json_file,
     require_text,
-    strategy_and_backend,
     write_json,
 )
 from lokal.errors import LokalError
 
-# main and the parser; the shared helpers live in lokal.cli_common and are re-exported here
+# main and the parser; the shared helpers live in lokal.cli.common and are re-exported here
 # for code that took them from lokal.cli before
 __all__ = [
     "COMMANDS",
@@ -49,68 +45,18 @@ __all__ = [
 ]
 
 
-def _decide_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser)
-    parser.add_argument("--messages", required=True, help="JSON list of messages")
-    parser.add_argument("--tools_schema", default=None, help="JSON list of tools")
-    add_strategy_argument(parser, legacy_mode=True)
-    parser.add_argument("--outdir", default=None, help="write ai_message.json, result.json …")
-    parser.add_argument("--quiet", action="store_true", help="no live progress on stderr")
-
-
-def decide_command(args: argparse.Namespace) -> int:
-    from lokal.config import announce
-    from lokal.live import working
-    from lokal.llm.decide import generate_ai_message
-
-    messages = read_json_file(args.messages, "messages")
-    tools = read_json_file(args.tools_schema, "tools_schema") if args.tools_schema else []
-    strategy, backend = strategy_and_backend(args)
-    if args.outdir:  # made before the model loads, so that a bad folder costs nothing
-        ensure_output_folder(args.outdir, "--outdir", folder=True)
-    args.backend = backend
-    profile = profile_from_args(args)
-    if not args.quiet:  # --quiet: nothing on stderr but errors
-        announce(profile)
-    with working("deciding", quiet=args.quiet):
-        result = generate_ai_message(profile, messages, tools, strategy=strategy)
-    if args.outdir:
-        outdir = Path(args.outdir)
-        outdir.mkdir(parents=True, exist_ok=True)
-        write_json(outdir / "ai_message.json", result.ai_message)
-        (outdir / "raw_output.txt").write_text(result.raw_text, encoding="utf-8")
-        write_json(outdir / "prompt.json", result.prompt)
-        write_json(outdir / "result.json", result.to_dict())
-    if result.ok:
-        print(json.dumps(result.ai_message, ensure_ascii=False, indent=2))
-        return 0
-    error = result.error.to_dict() if result.error else None
-    print(json.dumps({"status": "error", "error": error}, ensure_ascii=False, indent=2))
-    return 1
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    add_command(
-        commands,
-        "decide",
-        "one decision: messages + tools → AIMessage",
-        _decide_arguments,
-        decide_command,
-    )
-
-
 # Every command of lokal, in the order of `lokal --help`: "module:function", where the
 # function takes the subparsers of `lokal` and adds its commands (a group such as `rag` adds
 # its actions as sub-subcommands). Loaded when the parser is built.
 COMMANDS: tuple[str, ...] = (
-    "lokal.cli:register",  # decide
-    "lokal.cli_run:register",  # run, sandbox
-    "lokal.bench.cli:register",  # bench, bfcl
-    "lokal.cli_rag:register",  # rag index|ask|search|stats|eval
-    "lokal.cli_mcp:register",  # mcp serve|list
-    "lokal.memory.cli:register",  # conversations list|show|export|delete, memory ...
-    "lokal.cli_serve:register",  # serve
-    "lokal.cli_trace:register",  # trace view|export, traces list
+    "lokal.cli.decide:register",  # decide
+    "lokal.cli.run:register",  # run, sandbox
+    "lokal.cli.bench:register",  # bench, bfcl
+    "lokal.cli.rag:register",  # rag index|ask|search|stats|eval
+    "lokal.cli.mcp:register",  # mcp serve|list
+    "lokal.cli.memory:register",  # conversations list|show|export|delete, memory ...
+    "lokal.cli.serve:register",  # serve
+    "lokal.cli.trace:register",  # trace view|export, traces list
 )
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from lokal.cli_common import add_command, ensure_output_folder
+from lokal.cli.common import add_command, ensure_output_folder
 from lokal.errors import ConfigError
 
 __all__ = ["register"]

@@ -1,7 +1,7 @@
 """What every ``lokal`` command shares: exit codes, the model options, JSON files, one-line
 usage errors, and how a command adds itself to the parser. ``lokal.cli`` and the modules of
-the subcommands (``lokal.cli_run``, ``lokal.cli_rag``, ``lokal.memory.cli``,
-``lokal.bench.cli``) import it; it imports none of them."""
+the subcommands (``lokal.cli.run``, ``lokal.cli.rag``, ``lokal.cli.memory``,
+``lokal.cli.bench``) import it; it imports none of them."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from lokal.cli_common import add_command, require_text
+from lokal.cli.common import add_command, require_text
 from lokal.errors import ConfigError, LokalError
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lokal import events as ev
-from lokal.cli_common import (
+from lokal.cli.common import (
     EXIT_ANSWERED,
     EXIT_CODES,
     EXIT_NO_ANSWER,
@@ -31,7 +31,7 @@ DEFAULT_SYSTEM = (
 
 
 def exit_code(result: Any) -> int:
-    """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES in lokal.cli_common)."""
+    """The exit code of ``lokal run`` for a RunResult (see EXIT_CODES in lokal.cli.common)."""
     return EXIT_ANSWERED if getattr(result, "trusted", result.answered) else EXIT_NO_ANSWER
 
 

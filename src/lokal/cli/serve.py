@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 
-from lokal.cli_common import add_command, add_model_arguments, profile_from_args
+from lokal.cli.common import add_command, add_model_arguments, profile_from_args
 from lokal.errors import ConfigError
 
 __all__ = ["register", "serve_command"]
