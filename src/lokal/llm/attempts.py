@@ -58,7 +58,10 @@ def new_record(request: DecisionRequest) -> Decision:
 
 
 def _complete(
-    request: DecisionRequest, generation: GenerationRequest, force: str | None, deadline: Any
+    request: DecisionRequest,
+    generation: GenerationRequest,
+    force: str | None,
+    deadline: float | None,
 ) -> Completion:
     """One reply from the backend: in stages, or one generation."""
     if not request.staged:
