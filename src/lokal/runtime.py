@@ -32,6 +32,15 @@ without a result gets an error result saying it was not run); ``run_start`` list
 the conversation; a run that ends without a model answer still ends its messages with an
 assistant message holding the answer it ended with.
 
+``Agent.respond`` is the same loop for a conversation a client holds (``lokal serve``): it
+starts from the client's messages, offers the client's tools beside the registry's, and runs
+only the registry's; a reply that calls a client's tool ends the turn (``status:
+"tool_calls"``) once the registry's calls of that reply have run, since the client runs its
+own. The decision options (``tool_choice``, ``parallel_tool_calls``, ``response_format``) hold
+on every decision of the turn; after a guard, the forced decision offers the client's tools
+only (its ``tool_choice`` still holds). A decision the engine cannot make usable ends the
+turn as it is (``decision_error``: the client is told), rather than being forced.
+
 A run stopped by an exception still ends with a ``final`` event, then the exception goes on:
 ``interrupted`` for Ctrl-C (KeyboardInterrupt), ``error`` for any other; its answer says so
 and lists the tool results in hand, so a subscriber (the conversation store, the trace) closes
@@ -69,17 +78,21 @@ from lokal.llm.prompts import REPEAT_NOTE
 from lokal.messages import (
     call_id,
     call_key,
+    last_user_text,
+    make_ai_message,
     make_tool_message,
     read_tool_result,
     repair_conversation,
 )
-from lokal.records import Decision
+from lokal.records import Decision, Usage
 from lokal.tools.registry import ToolRegistry
+from lokal.tools.schema import tool_specs
 from lokal.trace import PromptEncoder
 
 __all__ = [
     "Agent",
     "AgentSettings",
+    "ClientTurn",
     "JsonlTrace",
     "MemoryHook",
     "NullMemory",
@@ -107,6 +120,25 @@ class AgentSettings:
             raise ValueError("strategy must be 'react' or 'plan_execute'")
         if self.repeat_limit < 2:
             raise ValueError("repeat_limit must be at least 2")
+
+
+@dataclass(frozen=True)
+class ClientTurn:
+    """What a client's request (``lokal serve``) adds to a turn of the loop: the tools the
+    client runs itself (offered beside the registry's; one of the same name wins) and the
+    decision options it asked for, held on every decision of the turn."""
+
+    tools: list[Any] = field(default_factory=list)
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    response_format: Any = None
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "tool_choice": self.tool_choice,
+            "parallel_tool_calls": self.parallel_tool_calls,
+            "response_format": self.response_format,
+        }
 
 
 class MemoryHook(Protocol):
@@ -146,13 +178,20 @@ class RunResult:
 
     ``status`` says how the loop ended (``final``: the model answered; the others name the
     guard that ended it, after which the model was asked for a final answer without tools);
-    ``answered`` says whether the answer was written by the model.
+    ``answered`` says whether the answer was written by the model. ``tool_calls`` (a served
+    turn, ``Agent.respond``): the reply calls tools the client runs.
     """
 
     question: str
     answer: str
     status: Literal[
-        "final", "max_iterations", "repeated_call", "time_budget", "decision_error", "interrupted"
+        "final",
+        "max_iterations",
+        "repeated_call",
+        "time_budget",
+        "decision_error",
+        "interrupted",
+        "tool_calls",
     ]
     stop_reason: str
     messages: list[dict[str, Any]]
@@ -162,6 +201,9 @@ class RunResult:
     events: list[RunEvent] = field(default_factory=list)  # typed; .to_dict() for JSON
     answered: bool = True
     source: str = "model"  # where the answer came from: one of ANSWER_SOURCES
+    # Agent.respond: the decision the client gets (its usage the turn's, the calls the loop
+    # ran itself in parse["server_tools"]); None when no decision can be given (time budget)
+    decision: Decision | None = field(default=None, repr=False, compare=False)
 
     @property
     def trusted(self) -> bool:
@@ -250,7 +292,34 @@ class Agent:
 
     def run(self, question: str, history: list[dict[str, Any]] | None = None) -> RunResult:
         """Answer ``question``, continuing ``history`` (earlier messages) if given."""
-        run = _Run(self, question, history if history is not None else [])
+        history = history if history is not None else []
+        # the history as a valid conversation (a call without its result would leave the
+        # prompt with a dangling call); repairs made here or by the store that loaded it
+        # are reported in run_start
+        repaired, repairs = repair_conversation(list(history))
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        messages = [
+            *system,
+            *self.memory.load(question),
+            *repaired,
+            {"role": "user", "content": question},
+        ]
+        run = _Run(self, question, messages, [*getattr(history, "repairs", []), *repairs])
+        result = self._execute(run)
+        self.memory.save(result)
+        return result
+
+    def respond(self, messages: list[dict[str, Any]], client: ClientTurn) -> RunResult:
+        """One turn of a conversation a client holds (``lokal serve``): the loop from the
+        client's ``messages`` (taken as they are: the server checked them), running the
+        registry's tools, until a reply answers or calls a client's tool. ``result.decision``
+        is the reply for the client. Memory is neither read nor saved."""
+        run = _Run(self, last_user_text(messages), list(messages), [], client=client)
+        result = self._execute(run)
+        result.decision = run.client_reply(result)
+        return result
+
+    def _execute(self, run: _Run) -> RunResult:
         try:
             result = run.execute()
         except KeyboardInterrupt:  # Ctrl-C: the run ends as interrupted, with what it had
@@ -259,14 +328,21 @@ class Agent:
         except Exception as exc:  # a failure (an input or a model that cannot load...)
             run.stop_for_exception("error", f"the run failed: {' '.join(str(exc).split())}")
             raise
-        self.memory.save(result)
         return result
 
 
 class _Run:
     """The state of one run (kept apart from Agent so an Agent can run many questions)."""
 
-    def __init__(self, agent: Agent, question: str, history: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        question: str,
+        messages: list[dict[str, Any]],
+        repairs: list[Any],
+        *,
+        client: ClientTurn | None = None,
+    ) -> None:
         self.agent = agent
         self.settings = agent.settings
         self.question = question
@@ -275,23 +351,21 @@ class _Run:
         self.started = time.perf_counter()
         self.budget_started: float | None = None  # set at the first decision
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.spent = Usage()  # every decision's tokens (a served turn's reply carries them)
         self.calls_seen: Counter[str] = Counter()
         self.prompts = PromptEncoder()  # decision events give prompts by content hash
-        self.tools = list(agent.registry)  # Tools are ToolSpecs: checked once, passed as is
-        system = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
-        # the history as a valid conversation (a call without its result would leave the
-        # prompt with a dangling call); repairs made here or by the store that loaded it
-        # are reported in run_start
-        repaired, repairs = repair_conversation(list(history))
-        self.history_repairs = [*getattr(history, "repairs", []), *repairs]
-        self.messages: list[dict[str, Any]] = [
-            *system,
-            *agent.memory.load(question),
-            *repaired,
-            {"role": "user", "content": question},
-        ]
-        self.run_start = len(self.messages) - 1  # this run's messages start at the question
+        self.client = client
+        self.client_names = {spec.name for spec in tool_specs(client.tools)} if client else set()
+        # the tools this run runs (a client's tool of the same name wins over the registry's);
+        # Tools are ToolSpecs: checked once, passed as is
+        self.tools = [t for t in agent.registry if t.name not in self.client_names]
+        self.history_repairs = repairs
+        self.messages: list[dict[str, Any]] = messages
+        # this run's messages start at the question (a served turn's after the client's)
+        self.run_start = len(messages) - 1 if client is None else len(messages)
         self.iteration = 0  # the decision in hand
+        self.last_decision: Decision | None = None
+        self.ran: list[dict[str, Any]] = []  # the calls this run ran: name, args, status
         self.ended = False  # a final event was emitted
 
     def emit(self, event: RunEvent) -> None:
@@ -360,16 +434,27 @@ class _Run:
     def decide(self, iteration: int, purpose: str | None = None) -> Decision:
         self.iteration = iteration
         self.emit(DecisionStart(iteration=iteration, purpose=purpose or "decide"))
+        # the registry as it is now: tools withdrawn during the run (an MCP server that died)
+        # are no longer offered
+        tools: list[Any] = [t for t in self.agent.registry if t.name not in self.client_names]
+        options: dict[str, Any] = {}
+        if self.client is not None:
+            options = self.client.options()
+            if purpose == "final":  # after a guard: the client's tools only, its choice holds
+                tools = []
+                purpose = None if self.client.tools else "final"
+            tools = [*self.client.tools, *tools]
         result = generate_ai_message(
             self.agent.profile,
-            self.messages,
-            # the registry as it is now: tools withdrawn during the run (an MCP server that
-            # died) are no longer offered
-            list(self.agent.registry),
+            list(self.messages),  # as it is now: the run goes on appending to its own
+            tools,
             strategy=self.settings.strategy,
             backend=self.agent.backend,
             purpose=purpose,
+            **options,
         )
+        self.last_decision = result
+        self.spent.add(result.usage)
         self.usage["prompt_tokens"] += result.usage.prompt_tokens or 0
         self.usage["completion_tokens"] += result.usage.completion_tokens or 0
         if result.ok and result.tool_calls:
@@ -466,6 +551,10 @@ class _Run:
             if not result.ok:
                 assert result.error is not None
                 reason = f"the model gave no usable reply: {result.error.message}"
+                if self.client is not None:  # the client is told (its options hold)
+                    return self.finish(
+                        "decision_error", "", reason, iteration, answered=False, source="none"
+                    )
                 return self.force_final("decision_error", reason, iteration)
             message = result.ai_message
             assert message is not None
@@ -482,7 +571,12 @@ class _Run:
             if self.over_budget():
                 return self.stop_for_time(iteration)
             self.messages.append(message)
-            self.messages.extend(self.run_calls(message["tool_calls"], iteration))
+            theirs = [c for c in message["tool_calls"] if c["name"] in self.client_names]
+            own = [c for c in message["tool_calls"] if c["name"] not in self.client_names]
+            if own:
+                self.messages.extend(self.run_calls(own, iteration))
+            if theirs:
+                return self.hand_off(result, theirs, ran_own=bool(own), iteration=iteration)
         self.emit(Guard(guard="max_iterations", iteration=s.max_iterations))
         reason = f"reached max_iterations={s.max_iterations}"
         return self.force_final("max_iterations", reason, s.max_iterations)
@@ -543,7 +637,36 @@ class _Run:
                 )
             )
             out.append(message)
+        for call, message in zip(calls, out, strict=True):
+            status = read_tool_result(message)["status"]
+            self.ran.append({"name": call["name"], "args": call["args"], "status": status})
         return out
+
+    # -- a served turn ------------------------------------------------------------------
+
+    def hand_off(
+        self, decision: Decision, calls: list[dict[str, Any]], *, ran_own: bool, iteration: int
+    ) -> RunResult:
+        """End a served turn whose reply calls tools the client runs: the client gets those
+        calls (the registry's calls of the same reply ran already and stay out of it)."""
+        if ran_own:
+            decision.ai_message = make_ai_message("", calls)
+        names = ", ".join(sorted({c["name"] for c in calls}))
+        reason = f"the reply calls tools the client runs ({names})"
+        return self.finish("tool_calls", "", reason, iteration, answered=False, source="none")
+
+    def client_reply(self, result: RunResult) -> Decision | None:
+        """The decision a served turn gives its client: the last one, with the tokens of
+        every decision of the turn and the calls the loop ran (``parse["server_tools"]``);
+        None when the turn ended without one the client can be given (the time budget ran
+        out between decisions)."""
+        decision = self.last_decision
+        if decision is None or result.status == "time_budget":
+            return None
+        decision.usage = Usage(self.spent.prompt_tokens, self.spent.completion_tokens)
+        if self.ran:
+            decision.parse = {**decision.parse, "server_tools": list(self.ran)}
+        return decision
 
     # -- guards -------------------------------------------------------------------------
 
@@ -625,6 +748,8 @@ class _Run:
         if self.over_budget():
             return self.stop_for_time(iterations)
         result = self.decide(iterations + 1, purpose="final")
+        if result.ok and result.tool_calls:  # a served turn: the client's tools only
+            return self.hand_off(result, result.tool_calls, ran_own=False, iteration=iterations)
         if result.ok and result.ai_message is not None:
             self.messages.append(result.ai_message)
             source = "extracted" if _source_of(result) == "extracted" else "forced"

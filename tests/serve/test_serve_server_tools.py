@@ -129,3 +129,29 @@ def test_the_serve_command_passes_its_options_to_the_app(monkeypatch, tmp_path):
     assert isinstance(seen["conversations"], ConversationStore)
     assert seen["prompt_cache_mb"] == 64 and seen["traces_dir"] == str(tmp_path)
     assert seen["server_tools"] is None and isinstance(seen["ran"], App)
+
+
+def test_the_servers_tools_run_under_the_agent_loops_guards(serve):
+    """One agent loop: an identical call is not run again, and the repeat limit forces an
+    answer without the server's tools (the runtime's guards, not a second loop's)."""
+    ran = []
+
+    @tool
+    def counted(key: str) -> dict:
+        """A value, counting the runs.
+
+        Args:
+            key: which value.
+        """
+        ran.append(key)
+        return {"key": key, "value": 42}
+
+    same = calls_reply(("counted", {"key": "a"}))
+    served = serve([same, same, same, "It is 42."], server_tools=ToolRegistry([counted]))
+    reply = served.client().chat.completions.create(model=MODEL, messages=QUESTION, tools=TOOLS)
+    assert reply.choices[0].message.content == "It is 42."
+    assert ran == ["a"]
+    runs = reply.model_extra["lokal"]["server_tools"]
+    assert [r["name"] for r in runs] == ["counted", "counted"]
+    last = {t["function"]["name"] for t in served.backend.requests[-1].tools}
+    assert last == {"get_weather", "get_time"}  # the forced decision: the client's tools only

@@ -250,6 +250,11 @@ class ToolSelector:
                 return None
         return self._embedder.embed(texts)
 
+    @property
+    def dense_error(self) -> str | None:
+        """Why the embedding model could not load (BM25 ranks alone), if it could not."""
+        return self._dense_error
+
     def embed_texts(self, texts: list[str]) -> np.ndarray | None:
         """Unit vectors of ``texts`` by the selector's embedding model (loaded on first use),
         or None when embeddings are off or cannot load."""

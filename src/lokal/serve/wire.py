@@ -70,6 +70,17 @@ class APIError(Exception):
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.param, self.code)
 
+    @classmethod
+    def server(cls, message: str, code: str) -> APIError:
+        """A 500 the SDKs do not retry (``x-should-retry: false``): retrying cannot help."""
+        return cls(
+            message,
+            status=500,
+            type="server_error",
+            code=code,
+            headers={"x-should-retry": "false"},
+        )
+
 
 def error_body(
     message: str, type: str = "invalid_request_error", param: str | None = None, code: Any = None
