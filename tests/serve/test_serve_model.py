@@ -97,3 +97,17 @@ def test_none_answers_in_text(bundled):
     assert reply.choices[0].message.tool_calls is None
     assert reply.choices[0].finish_reason in ("stop", "length")
     assert isinstance(reply.choices[0].message.content, str)
+
+
+def test_anthropic_count_tokens_counts_the_prompt_on_the_models_tokenizer(bundled):
+    """``/v1/messages/count_tokens`` on llama.cpp: the prompt's tokens, more with a tool on
+    offer than without (its schema is in the prompt); any CPU gives the same count."""
+    import anthropic
+
+    served = bundled("smollm2-135m")
+    sdk = anthropic.Anthropic(base_url=served.base, api_key="x", max_retries=0, timeout=60)
+    weather = {**WEATHER["function"]}
+    tool = {"name": weather["name"], "input_schema": weather["parameters"]}
+    plain = sdk.messages.count_tokens(model="smollm2-135m", messages=QUESTION)
+    with_tool = sdk.messages.count_tokens(model="smollm2-135m", messages=QUESTION, tools=[tool])
+    assert 0 < plain.input_tokens < with_tool.input_tokens

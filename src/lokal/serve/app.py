@@ -29,9 +29,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from lokal.config import Profile
 from lokal.llm.backends import Backend
 from lokal.memory.conversations import ConversationStore
-from lokal.serve import wire
+from lokal.serve import anthropic, wire
 from lokal.serve.middleware import BodyTimeout, JsonLog, LogRequests
-from lokal.serve.routes import chat, models
+from lokal.serve.routes import chat, messages, models
 from lokal.serve.state import Limits, ServeState, served_names
 from lokal.serve.turn import SERVER_TOOL_ROUNDS
 from lokal.tools.registry import ToolRegistry
@@ -122,6 +122,7 @@ def create_app(
         app.add_exception_handler(handler_of, handler)
     app.include_router(models.router)
     app.include_router(chat.router)
+    app.include_router(messages.router)
     app.include_router(traces_router(traces_dir, api_key=api_key))  # /traces: docs/tracing.md
     if body_timeout:
         app.add_middleware(BodyTimeout, seconds=body_timeout)
@@ -129,17 +130,25 @@ def create_app(
     return app
 
 
+def _anthropic(request: Request) -> bool:
+    """Whether the request is one of Anthropic's API (its errors take Anthropic's shape)."""
+    return request.url.path.startswith("/v1/messages")
+
+
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, wire.APIError)
     entry = request.scope.get("lokal_log")
     if entry is not None:
         entry["error"] = exc.message if exc.status != 401 else "unauthorized"
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+    body = anthropic.error_body(exc) if _anthropic(request) else exc.body()
+    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     body = wire.error_body(str(exc.detail), "invalid_request_error")
+    if _anthropic(request):
+        body = anthropic.error_body(wire.APIError(str(exc.detail), status=exc.status_code))
     return JSONResponse(body, status_code=exc.status_code)
 
 
@@ -148,6 +157,10 @@ async def _server_error(request: Request, exc: Exception) -> JSONResponse:
     if entry is not None:
         entry["error"] = f"{type(exc).__name__}: {exc}"
     body = wire.error_body(f"internal error: {type(exc).__name__}", "server_error")
+    if _anthropic(request):
+        body = anthropic.error_body(
+            wire.APIError(f"internal error: {type(exc).__name__}", status=500)
+        )
     # Starlette raises the exception again after this reply, and uvicorn then closes the
     # connection: the client is told so, rather than finding it closed under its next request
     return JSONResponse(body, status_code=500, headers={"Connection": "close"})

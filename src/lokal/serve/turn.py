@@ -36,6 +36,7 @@ __all__ = [
     "SERVER_TOOL_ROUNDS",
     "Turn",
     "call_required",
+    "count_prompt_tokens",
     "decision_log",
     "finished",
     "no_reply",
@@ -193,6 +194,31 @@ async def _acquire(request: Request, slots: Slots) -> None:
                 raise ClientGone() from None
             slots.release()  # it got the slot just before the cancel
             raise ClientGone()
+
+
+def count_prompt_tokens(profile: Profile, prepared: wire.Prepared, engine: Backend) -> int:
+    """The tokens of the prompt the decision would write for ``prepared`` (its messages,
+    tools and lokal's instructions, in the model's chat template); 400 when the backend has
+    no tokenizer to count with (a remote server, the mock)."""
+    from lokal.llm.request import resolve_request
+
+    count = getattr(engine, "count_prompt_tokens", None)
+    if count is None:
+        raise wire.APIError(
+            f"model {profile.name!r}: its {profile.backend} backend cannot count tokens here",
+            code="not_supported",
+        )
+    request = resolve_request(
+        profile,
+        prepared.messages,
+        prepared.tools,
+        strategy="react",
+        backend=engine,
+        tool_choice=prepared.tool_choice,
+        parallel_tool_calls=prepared.parallel_tool_calls,
+        response_format=prepared.response_format,
+    )
+    return int(count(request.prompt, request.wire_tools))
 
 
 def no_reply(decision: Decision) -> wire.APIError:

@@ -316,6 +316,11 @@ def _check_text(value: Any, param: str, *, decoded: bool = False) -> None:
 
 def parse_request(body: bytes) -> ChatRequest:
     """The request, checked; APIError naming the first bad field."""
+    return parse_data(read_json(body))
+
+
+def read_json(body: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, its text checked; APIError when it is not one."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -323,8 +328,13 @@ def parse_request(body: bytes) -> ChatRequest:
     if not isinstance(data, dict):
         raise APIError("the request body must be a JSON object")
     _check_text(data, "")
+    return data
+
+
+def validate(model: type[BaseModel], data: dict[str, Any]) -> Any:
+    """``data`` as ``model``; APIError naming the first bad field."""
     try:
-        return ChatRequest.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         first = min(errors, key=lambda e: len(e["loc"]))  # the outermost (a union's branches)
@@ -333,6 +343,13 @@ def parse_request(body: bytes) -> ChatRequest:
         if first["type"] == "missing":
             what = "this field is required"
         raise APIError(f"{param}: {what}", param=param) from None
+
+
+def parse_data(data: dict[str, Any]) -> ChatRequest:
+    """A chat completions request from its decoded JSON, checked (the Anthropic and
+    Responses routes translate their requests into one)."""
+    _check_text(data, "")
+    return validate(ChatRequest, data)
 
 
 # --- the request → a decision -----------------------------------------------------------
