@@ -64,6 +64,10 @@ def _operations() -> list[tuple[str, str, GenerationMode]]:
 def _check_error(body: Any, where: str) -> None:
     assert isinstance(body, dict) and set(body) >= {"error"}, where
     error = body["error"]
+    if " /v1/messages" in where:  # Anthropic's API: Anthropic's error shape
+        assert body["type"] == "error" and set(error) == {"type", "message"}, where
+        assert isinstance(error["message"], str) and isinstance(error["type"], str), where
+        return
     assert set(error) == {"message", "type", "param", "code"}, where
     assert isinstance(error["message"], str) and isinstance(error["type"], str), where
     assert error["param"] is None or isinstance(error["param"], str), where
@@ -77,7 +81,10 @@ def _check(response: Any, where: str) -> None:
         assert kind.startswith("application/json"), where
         body = json.loads(response.content)
         _check_error(body, where)
-        if status >= 500:
+        if status >= 500 and " /v1/messages" in where:  # no code in Anthropic's shape
+            assert "no usable reply" in body["error"]["message"], where
+            assert response.headers.get("x-should-retry") == ["false"], where
+        elif status >= 500:
             assert body["error"]["code"] == "no_valid_reply", where
             assert response.headers.get("x-should-retry") == ["false"], where
         return
@@ -91,9 +98,9 @@ def _check(response: Any, where: str) -> None:
                     assert event["error"]["type"] != "server_error" or (
                         event["error"]["code"] == "no_valid_reply"
                     ), where
-        assert response.content.rstrip().endswith(b"data: [DONE]") or b'"error"' in (
-            response.content
-        ), where
+        end = b"message_stop" if " /v1/messages" in where else b"data: [DONE]"
+        last = response.content.rstrip().splitlines()[-1] if response.content.strip() else b""
+        assert end in last or b'"error"' in response.content, where
     elif kind.startswith("application/json"):
         json.loads(response.content)
 

@@ -175,31 +175,50 @@ _ERROR_HANDLERS = {
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """The app's OpenAPI schema (not served: no /openapi.json, no /docs) with what FastAPI
-    cannot see, since the handler checks the body itself: the chat completions request
-    (``wire.ChatRequest``) and OpenAI's error shape. The fuzz tests are generated from it."""
+    cannot see, since the handlers check the bodies themselves: each API's request model
+    (``_BODIES``) and its error shape. The fuzz tests are generated from it."""
     if app.openapi_schema is None:
         from fastapi.openapi.utils import get_openapi
 
         from lokal import __version__
 
         schema = get_openapi(title=app.title, version=__version__, routes=app.routes)
-        body = wire.ChatRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-        schemas.update(body.pop("$defs", {}), ChatRequest=body, Error=_ERROR_SCHEMA)
-        operation = schema["paths"]["/v1/chat/completions"]["post"]
-        request = {"$ref": "#/components/schemas/ChatRequest"}
-        operation["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": request}},
-        }
-        error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-        operation["responses"].update(
-            {code: {"description": what, "content": error} for code, what in _ERRORS.items()}
-        )
+        schemas.update(Error=_ERROR_SCHEMA, AnthropicError=_ANTHROPIC_ERROR_SCHEMA)
+        for path, (name, model, error_name) in _BODIES.items():
+            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(body.pop("$defs", {}), **{name: body})
+            operation = schema["paths"][path]["post"]
+            request = {"$ref": f"#/components/schemas/{name}"}
+            operation["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": request}},
+            }
+            error = {"application/json": {"schema": {"$ref": f"#/components/schemas/{error_name}"}}}
+            operation["responses"].update(
+                {code: {"description": what, "content": error} for code, what in _ERRORS.items()}
+            )
         app.openapi_schema = schema
     return app.openapi_schema
 
 
+_BODIES = {  # path: (schema name, request model, error schema name)
+    "/v1/chat/completions": ("ChatRequest", wire.ChatRequest, "Error"),
+    "/v1/messages": ("MessagesRequest", anthropic.MessagesRequest, "AnthropicError"),
+    "/v1/messages/count_tokens": ("CountRequest", anthropic.CountRequest, "AnthropicError"),
+}
+_ANTHROPIC_ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+            "required": ["type", "message"],
+        },
+    },
+    "required": ["type", "error"],
+}
 _ERROR_SCHEMA = {
     "type": "object",
     "properties": {
