@@ -150,3 +150,20 @@ def test_count_tokens_needs_a_backend_with_a_tokenizer(serve):
     with pytest.raises(anthropic.BadRequestError) as caught:
         client(served).messages.count_tokens(model=MODEL, messages=ASK)
     assert "cannot count tokens" in caught.value.body["error"]["message"]
+
+
+def test_a_request_through_each_api_is_kept_as_a_trace_shown_at_traces(serve, tmp_path):
+    from lokal.trace import read_trace
+
+    served = serve(["One.", "Two.", "Three."], traces_dir=tmp_path)
+    served.client().chat.completions.create(model=MODEL, messages=ASK)
+    client(served).messages.create(model=MODEL, max_tokens=16, messages=ASK)
+    served.client().responses.create(model=MODEL, input="What is the weather in Paris?")
+    kept = sorted(tmp_path.glob("*.jsonl"))
+    assert len(kept) == 3
+    for path in kept:
+        events = read_trace(path)
+        assert events[0]["type"] == "run_start" and events[-1]["type"] == "final"
+        assert events[0]["question"] == "What is the weather in Paris?"
+    page = httpx.get(f"{served.base}/traces", headers={"Authorization": f"Bearer {KEY}"})
+    assert page.status_code == 200 and all(path.name in page.text for path in kept)

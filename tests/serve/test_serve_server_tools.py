@@ -129,6 +129,8 @@ def test_the_serve_command_passes_its_options_to_the_app(monkeypatch, tmp_path):
     assert isinstance(seen["conversations"], ConversationStore)
     assert seen["prompt_cache_mb"] == 64 and seen["traces_dir"] == str(tmp_path)
     assert seen["server_tools"] is None and isinstance(seen["ran"], App)
+    assert seen["keep_traces"] is True
+    assert main([*argv, "--no-traces"]) == 0 and seen["keep_traces"] is False
 
 
 def test_the_servers_tools_run_under_the_agent_loops_guards(serve):

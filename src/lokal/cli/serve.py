@@ -60,7 +60,15 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         dest="traces_dir",
         default=None,
         metavar="DIR",
-        help="the runs shown at /traces (default $LOKAL_HOME/traces)",
+        help="the runs shown at /traces (default $LOKAL_HOME/traces); every request's turn "
+        "is kept there as a trace",
+    )
+    parser.add_argument(
+        "--no-traces",
+        "--no_traces",
+        dest="no_traces",
+        action="store_true",
+        help="keep no trace of the requests (/traces still shows the runs kept before)",
     )
     parser.add_argument(
         "--prompt-cache-mb",
@@ -128,6 +136,7 @@ def serve_command(args: argparse.Namespace) -> int:
             log=args.log,
             server_tools=server_tools,
             traces_dir=args.traces_dir,
+            keep_traces=not args.no_traces,
             conversations=store,
             prompt_cache_mb=args.prompt_cache_mb,
         )

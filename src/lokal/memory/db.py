@@ -92,6 +92,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         "004_runs_owner",
         "ALTER TABLE runs ADD COLUMN owner TEXT;",
     ),
+    (
+        # lokal serve's Responses API (store: true): each response with the conversation it
+        # ends (chat messages, JSON), so that previous_response_id continues it
+        "005_responses",
+        """
+        CREATE TABLE responses (
+            id TEXT PRIMARY KEY,
+            created REAL NOT NULL,
+            model TEXT NOT NULL,
+            conversation TEXT NOT NULL,
+            body TEXT NOT NULL
+        );
+        """,
+    ),
 ]
 
 

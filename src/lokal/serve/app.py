@@ -29,9 +29,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from lokal.config import Profile
 from lokal.llm.backends import Backend
 from lokal.memory.conversations import ConversationStore
-from lokal.serve import anthropic, wire
+from lokal.serve import anthropic, responses, wire
 from lokal.serve.middleware import BodyTimeout, JsonLog, LogRequests
 from lokal.serve.routes import chat, messages, models
+from lokal.serve.routes import responses as responses_routes
 from lokal.serve.state import Limits, ServeState, served_names
 from lokal.serve.turn import SERVER_TOOL_ROUNDS
 from lokal.tools.registry import ToolRegistry
@@ -69,6 +70,7 @@ def create_app(
     traces_dir: str | Path | None = None,
     conversations: ConversationStore | None = None,
     prompt_cache_mb: int | None = None,
+    keep_traces: bool = True,
 ) -> FastAPI:
     """The app serving ``config`` (a model.yaml path or mapping, or one Profile).
 
@@ -83,7 +85,8 @@ def create_app(
     calls them is answered by running them and deciding again, under the agent loop's guards,
     and the client sees only its own tools' calls or the answer (the server's runs are listed
     in ``lokal.server_tools``). ``traces_dir``: the runs shown at ``/traces`` (default
-    ``$LOKAL_HOME/traces``). ``conversations``: record each request (its last user message,
+    ``$LOKAL_HOME/traces``), where every request's turn is kept as a trace unless
+    ``keep_traces`` is False. ``conversations``: record each request (its last user message,
     the reply, tokens and latency) as a run of the conversation the request names (the
     ``X-Lokal-Conversation`` header, else the request's ``user`` field, else ``serve``).
     ``prompt_cache_mb``: RAM for saved llama.cpp prompt states, so that the conversations of
@@ -102,6 +105,8 @@ def create_app(
         server_tools=server_tools,
         conversations=conversations,
         prompt_cache_mb=prompt_cache_mb,
+        traces_dir=Path(traces_dir).expanduser() if traces_dir is not None else None,
+        keep_traces=keep_traces,
     )
 
     @contextlib.asynccontextmanager
@@ -123,6 +128,7 @@ def create_app(
     app.include_router(models.router)
     app.include_router(chat.router)
     app.include_router(messages.router)
+    app.include_router(responses_routes.router)
     app.include_router(traces_router(traces_dir, api_key=api_key))  # /traces: docs/tracing.md
     if body_timeout:
         app.add_middleware(BodyTimeout, seconds=body_timeout)
@@ -204,6 +210,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 
 _BODIES = {  # path: (schema name, request model, error schema name)
     "/v1/chat/completions": ("ChatRequest", wire.ChatRequest, "Error"),
+    "/v1/responses": ("ResponsesRequest", responses.ResponsesRequest, "Error"),
     "/v1/messages": ("MessagesRequest", anthropic.MessagesRequest, "AnthropicError"),
     "/v1/messages/count_tokens": ("CountRequest", anthropic.CountRequest, "AnthropicError"),
 }

@@ -25,6 +25,7 @@ from lokal.config import Profile, load_profile, read_config
 from lokal.errors import ConfigError, LokalError
 from lokal.llm.backends import Backend, GenerationRequest, get_backend
 from lokal.memory.conversations import ConversationStore
+from lokal.memory.responses import ResponseStore
 from lokal.progress import report
 from lokal.serve import wire
 from lokal.serve.slots import Slots
@@ -100,6 +101,8 @@ class ServeState:
         server_tools: ToolRegistry | None,
         conversations: ConversationStore | None,
         prompt_cache_mb: int | None,
+        traces_dir: Path | None = None,
+        keep_traces: bool = True,
     ) -> None:
         source = config if isinstance(config, dict | Profile) else config_path(config)
         self.names = served_names(source, profile)
@@ -116,6 +119,9 @@ class ServeState:
         self.server_tools = server_tools
         self.conversations = conversations
         self.prompt_cache_mb = prompt_cache_mb
+        self._responses: ResponseStore | None = None
+        self.traces_dir = traces_dir  # None: $LOKAL_HOME/traces
+        self.keep_traces = keep_traces
         self.profiles: dict[str, Profile] = {}
         self.engines: dict[int, tuple[Reporting, Slots]] = {}
         self.resolved: dict[str, tuple[Reporting, Slots]] = {}  # a profile's, once loaded
@@ -195,6 +201,16 @@ class ServeState:
                 self.names.remove(model)
             message = f"model {model!r} cannot be loaded: {exc}"
             raise wire.APIError.server(message, "model_not_loadable") from None
+
+    def response_store(self) -> ResponseStore:
+        """The stored responses of the Responses API, in ``lokal.db``: the conversation
+        store's file when the server records conversations, else the lokal home's."""
+        if self._responses is None:
+            path = None
+            if self.conversations is not None:
+                path = self.conversations.conn.execute("PRAGMA database_list").fetchone()[2]
+            self._responses = ResponseStore(path or None)
+        return self._responses
 
     def queues(self) -> list[dict[str, Any]]:
         return [slots.state() for _, slots in self.engines.values()]

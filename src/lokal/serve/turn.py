@@ -25,12 +25,13 @@ from lokal.memory.conversations import ConversationStore
 from lokal.messages import last_user_text
 from lokal.progress import listening
 from lokal.records import Decision
-from lokal.runtime import Agent, AgentSettings, ClientTurn
+from lokal.runtime import Agent, AgentSettings, ClientTurn, JsonlTrace
 from lokal.serve import wire
 from lokal.serve.slots import QueueFull, Slots
 from lokal.serve.state import ServeState
 from lokal.serve.stream import ContentStreamer
 from lokal.tools.registry import ToolRegistry
+from lokal.viewer.store import new_trace_path
 
 __all__ = [
     "SERVER_TOOL_ROUNDS",
@@ -138,7 +139,7 @@ async def start(
     def work() -> Decision:
         started = time.perf_counter()
         try:
-            decision = _decide(chosen, prepared, engine, cancel, streamer, post, state.server_tools)
+            decision = _decide(chosen, prepared, engine, cancel, streamer, post, state)
             _give_call_ids(decision)  # before it is recorded: the ids the client gets
             if state.conversations is not None:
                 _record(state.conversations, conversation, prepared, decision, chosen)
@@ -303,7 +304,7 @@ def _decide(
     cancel: threading.Event,
     streamer: ContentStreamer | None,
     post: Callable[[tuple[str, Any]], None],
-    server_tools: ToolRegistry | None = None,
+    state: ServeState,
 ) -> Decision:
     """The reply, in the worker thread: the request's sampling options on the profile, the
     stream fed with the reply's text as it is written, stopped when ``cancel`` is set."""
@@ -327,29 +328,39 @@ def _decide(
                 post(("content", delta))
 
     with listening(listener):
-        return _respond(profile, prepared, engine, server_tools)
+        return _respond(profile, prepared, engine, state)
 
 
 def _respond(
-    profile: Profile, prepared: wire.Prepared, engine: Backend, server_tools: ToolRegistry | None
+    profile: Profile, prepared: wire.Prepared, engine: Backend, state: ServeState
 ) -> Decision:
     """The reply to one request: a turn of the runtime's agent loop (``Agent.respond``), so
     that the server's own tools (``--mcp``) run under the loop's guards (an identical call
     is not run twice, the repeat limit, the time budget, a final answer forced after
-    ``SERVER_TOOL_ROUNDS`` decisions); the client gets the answer or its own tools' calls."""
+    ``SERVER_TOOL_ROUNDS`` decisions); the client gets the answer or its own tools' calls.
+    The turn is kept as a trace in the server's traces folder (``/traces`` shows it), as
+    every ``lokal run`` is."""
+    server_tools = state.server_tools
     agent = Agent(
         profile,
         server_tools if server_tools is not None else ToolRegistry(),
         settings=AgentSettings(max_iterations=SERVER_TOOL_ROUNDS),
         backend=engine,
     )
+    trace = JsonlTrace(new_trace_path(state.traces_dir)) if state.keep_traces else None
+    if trace is not None:
+        agent.subscribe(trace)
     client = ClientTurn(
         prepared.tools,
         prepared.tool_choice,
         prepared.parallel_tool_calls,
         prepared.response_format,
     )
-    result = agent.respond(prepared.messages, client)
+    try:
+        result = agent.respond(prepared.messages, client)
+    finally:
+        if trace is not None:
+            trace.close()
     if result.decision is None:
         raise wire.APIError.server(f"no reply: {result.stop_reason}", "time_budget")
     return result.decision
