@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
@@ -14,11 +15,13 @@ from typing import ClassVar
 import pytest
 from google.protobuf.json_format import Parse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from otlp_traces import branches_trace
 from viewer_support import recorded_run
 
 from lokal.cli import main
+from lokal.errors import LokalError
 from lokal.trace import read_trace
-from lokal.viewer.otlp import SCHEMA_URL, trace_to_otlp
+from lokal.viewer.otlp import SCHEMA_URL, send_otlp, trace_to_otlp
 
 
 def _b64(hex_id: str) -> str:
@@ -197,3 +200,46 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["trace", "export", str(recorded_run()), "--format", "zipkin"]) == 2
     err = capsys.readouterr().err
     assert len([line for line in err.splitlines() if line.strip()]) == 4
+
+
+def _comparable(span) -> tuple:
+    """What the SDK's exporter must carry over from the JSON of a span."""
+    return (
+        span.name,
+        span.kind,
+        span.parent_span_id,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        attrs(span),
+        [(e.name, e.time_unix_nano, attrs(e)) for e in span.events],
+        [(k.trace_id, k.span_id) for k in span.links],
+        (span.status.code, span.status.message),
+    )
+
+
+def test_send_otlp_carries_attributes_events_links_and_status(receiver):
+    """Every kind of attribute value (string, int, float, bool, array), span events, links and
+    error statuses arrive as written in the JSON."""
+    url, received = receiver
+    data = trace_to_otlp(branches_trace(), include_content=True)
+    assert send_otlp(data, url) == len(data["resourceSpans"][0]["scopeSpans"][0]["spans"])
+    ((path, _, body),) = received
+    assert path == "/v1/traces"
+    (block,) = ExportTraceServiceRequest.FromString(body).resource_spans
+    (want_block,) = parse_otlp(data).resource_spans
+    assert attrs(block.resource) == attrs(want_block.resource)
+    assert block.scope_spans[0].scope.name == "lokal"
+    sent = {s.span_id: _comparable(s) for s in block.scope_spans[0].spans}
+    want = {s.span_id: _comparable(s) for s in want_block.scope_spans[0].spans}
+    assert sent == want
+    values = [v for span in want.values() for v in span[5].values()]
+    values += [v for span in want.values() for event in span[6] for v in event[2].values()]
+    kinds = {type(v) for v in values}
+    assert kinds == {str, int, float, bool, list}
+
+
+def test_send_otlp_without_the_otel_extra_says_how_to_install_it(monkeypatch):
+    module = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(LokalError, match=r"otel extra \(opentelemetry\.exporter.*lokal\[otel\]"):
+        send_otlp(trace_to_otlp(branches_trace()), "http://127.0.0.1:9")

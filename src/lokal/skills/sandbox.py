@@ -78,6 +78,7 @@ class SandboxResult:
 
 
 def _nobody() -> tuple[int, int]:
+    """The uid and gid of ``nobody`` (65534 when the system does not say)."""
     try:
         import pwd  # POSIX only; imported here so that lokal.skills imports everywhere
 
@@ -233,6 +234,7 @@ def _copy_tree(
 
 
 def _chown_tree(root: Path, uid: int, gid: int, skip: Path | None = None) -> None:
+    """Give ``root`` and everything in it (but the folder ``skip``) to ``uid``:``gid``."""
     os.chown(root, uid, gid)
     for current, dirs, files in os.walk(root):
         if skip is not None:
@@ -242,6 +244,7 @@ def _chown_tree(root: Path, uid: int, gid: int, skip: Path | None = None) -> Non
 
 
 def _make_read_only(root: Path) -> None:
+    """Take the write bits off every folder and file under ``root``."""
     for current, _dirs, files in os.walk(root):
         os.chmod(current, 0o555)
         for name in files:
@@ -328,6 +331,7 @@ def _python_command(command: list[str]) -> tuple[str, str | None, list[str]] | N
 
 
 def _limit_from(stderr: str, sig: int | None) -> str | None:
+    """The limit a failed run hit, read from its stderr and the signal that ended it."""
     if "MemoryError" in stderr or "Cannot allocate memory" in stderr or "bad_alloc" in stderr:
         return "memory"
     if "File too large" in stderr or sig == signal.SIGXFSZ:
@@ -371,181 +375,308 @@ def run_sandboxed(
     ``audit_hook=False`` leaves out the Python audit hook (tests use it to check the kernel
     layers alone).
     """
+    _check_arguments(code, command, mode)
+    plan = _plan(mode)
+    limits = _Limits(timeout, cpu_seconds, memory_mb, max_file_mb, max_processes, max_output_bytes)
+    workdir = tempfile.mkdtemp(prefix="lokal-sbx-")
+    started = time.perf_counter()
+    try:
+        if files_from is not None:
+            _copy_tree(Path(files_from), Path(workdir))
+        source, ws_mount = _show_workspace(workspace, workdir, plan, allow_hard_links)
+        config = _boot_config(workdir, code, command, plan, audit_hook, source is not None)
+        if plan.drop is not None:
+            _chown_tree(Path(workdir), plan.drop[0], plan.drop[1], skip=Path(workdir, "workspace"))
+        child = _child_argv(plan, workdir, source, ws_mount, config)
+        outcome, applied = _launch(child, plan, limits, workdir)
+        plan.notes += applied.get("errors", [])
+        isolation = _isolation(plan, applied, audit_hook, config["kind"], ws_mount, limits)
+        return _result(outcome, plan.mode, isolation, time.perf_counter() - started)
+    finally:
+        _reap(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check_arguments(code: str | None, command: list[str] | None, mode: str) -> None:
+    """Refuse (ConfigError) anything but one of code or a command of strings, and unknown modes."""
     if (code is None) == (command is None):
         raise ConfigError("give exactly one of code or command")
     if command is not None and (not command or not all(isinstance(a, str) for a in command)):
         raise ConfigError("command must be a non-empty list of strings")
     if mode not in ("auto", "bwrap", "process"):
         raise ConfigError(f"unknown sandbox mode {mode!r}; use auto, bwrap or process")
+
+
+@dataclasses.dataclass
+class _Plan:
+    """How a run is isolated: the mode, the programs, the uid to drop to, notes for the caller
+    (added to while the run is prepared)."""
+
+    mode: Literal["bwrap", "process"]
+    bwrap: str | None  # the bwrap binary, in bwrap mode
+    python: str  # the interpreter that runs the code
+    drop: list[int] | None  # [uid, gid] of nobody when started as root
+    notes: list[str]
+
+
+def _plan(mode: Mode) -> _Plan:
+    """The isolation ``mode`` gets on this machine; a ConfigError when bwrap is asked for and
+    cannot work here."""
     bwrap = _bwrap() if mode in ("auto", "bwrap") else None
     if mode == "bwrap" and bwrap is None:
         raise ConfigError("bubblewrap (bwrap) is not installed or cannot create namespaces here")
-    chosen = "bwrap" if bwrap else "process"
+    chosen: Literal["bwrap", "process"] = "bwrap" if bwrap else "process"
     root = os.geteuid() == 0
     uid, gid = _nobody()
-    notes: list[str] = []
-    python = sys.executable
-    drop: list[int] | None = [uid, gid] if root else None
+    plan = _Plan(chosen, bwrap, sys.executable, [uid, gid] if root else None, [])
     if chosen == "process" and root:
-        usable = _python_for(uid, gid)
-        python = usable or sys.executable
-        if usable is None:
-            drop = None
-            notes.append("no Python interpreter is usable by uid nobody: running as root")
-        elif python != sys.executable:
-            notes.append(
-                f"{python} runs the code (the current interpreter is not usable by uid "
-                "nobody), so packages of the current environment are not importable"
-            )
+        _pick_python_for_nobody(plan, uid, gid)
     if not root:
-        notes.append("not started as root: the code runs under the caller's uid")
+        plan.notes.append("not started as root: the code runs under the caller's uid")
+    return plan
 
-    workdir = tempfile.mkdtemp(prefix="lokal-sbx-")
-    started = time.perf_counter()
-    try:
-        work = Path(workdir)
-        if files_from is not None:
-            _copy_tree(Path(files_from), work)
-        ws_mount: str | None = None
-        ws_path = work / "workspace"
-        if workspace is not None:
-            if isinstance(workspace, Workspace):
-                allow_hard_links = allow_hard_links or workspace.allow_hard_links
-                workspace = workspace.root
-            source = Path(workspace).resolve()
-            if not source.is_dir():
-                raise ConfigError(f"workspace {str(workspace)!r} is not a directory")
-            Workspace(source)  # refuses / and a folder holding lokal's home
-            world = source.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH) == 0o5
-            if chosen == "bwrap" and allow_hard_links and (world or drop is None):
-                ws_path.mkdir(exist_ok=True)
-                ws_mount = "read-only bind mount at ./workspace"
-            else:
-                left_out = _copy_tree(
-                    source,
-                    ws_path,
-                    max_bytes=MAX_WORKSPACE_COPY_BYTES,
-                    single_link=not allow_hard_links,
-                )
-                _make_read_only(ws_path)
-                ws_mount = "read-only copy at ./workspace"
-                if left_out:
-                    notes.append(
-                        f"{left_out} file(s) with more than one hard link left out of "
-                        "./workspace (they may be files from outside it)"
-                    )
-        config: dict[str, Any] = {
-            "cwd": workdir,
-            "drop": drop if chosen == "bwrap" else None,
-            "hook": audit_hook,
-            "read": ["/usr", workdir, "/dev/null", "/dev/urandom", "/dev/zero", "/etc/localtime"],
-            "write": [workdir, "/dev/null"],
-            "readonly": [str(ws_path)] if workspace is not None else [],
-        }
-        if code is not None:
-            (work / ".lokal_code.py").write_text(code, encoding="utf-8")
-            config.update(kind="code", code_file=str(work / ".lokal_code.py"), argv=["<code>"])
-        else:
-            assert command is not None
-            parsed = _python_command(command)
-            if parsed is None:
-                config.update(kind="exec", argv=command)
-            elif parsed[0] == "code":
-                (work / ".lokal_code.py").write_text(parsed[1] or "", encoding="utf-8")
-                config.update(kind="code", code_file=str(work / ".lokal_code.py"), argv=parsed[2])
-            else:
-                config.update(kind=parsed[0], target=parsed[1], argv=parsed[2])
-        if drop is not None:
-            _chown_tree(work, drop[0], drop[1], skip=ws_path)
-        child = [python, "-I", "-B", "-c", _child_source(), "boot", json.dumps(config)]
-        if chosen == "bwrap":
-            assert bwrap is not None
-            child = _bwrap_argv(bwrap, python, workdir, workspace, ws_mount) + child
 
-        nproc_base = _task_count(drop[0]) if drop else _task_count(os.getuid())
-        cpu = cpu_seconds if cpu_seconds is not None else math.ceil(timeout) + 1
-        rlimits = {
+def _pick_python_for_nobody(plan: _Plan, uid: int, gid: int) -> None:
+    """Process mode as root: an interpreter uid nobody can start, else stay root (both noted)."""
+    usable = _python_for(uid, gid)
+    plan.python = usable or sys.executable
+    if usable is None:
+        plan.drop = None
+        plan.notes.append("no Python interpreter is usable by uid nobody: running as root")
+    elif plan.python != sys.executable:
+        plan.notes.append(
+            f"{plan.python} runs the code (the current interpreter is not usable by uid "
+            "nobody), so packages of the current environment are not importable"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Limits:
+    """The resource limits of a run, as asked for."""
+
+    timeout: float
+    cpu_seconds: int | None  # None: the timeout rounded up, plus one
+    memory_mb: int
+    max_file_mb: int
+    max_processes: int
+    max_output_bytes: int
+
+    @property
+    def cpu(self) -> int:
+        """The CPU time limit in seconds."""
+        if self.cpu_seconds is not None:
+            return self.cpu_seconds
+        return math.ceil(self.timeout) + 1
+
+    def rlimits(self, nproc_base: int) -> dict[str, list[int]]:
+        """The launcher's rlimits; RLIMIT_NPROC counts the uid's ``nproc_base`` tasks too."""
+        cpu = self.cpu
+        return {
             "RLIMIT_CORE": [0, 0],
             "RLIMIT_CPU": [cpu, cpu + 1],
-            "RLIMIT_AS": [memory_mb * 1024 * 1024] * 2,
-            "RLIMIT_FSIZE": [max_file_mb * 1024 * 1024] * 2,
-            "RLIMIT_NPROC": [nproc_base + max_processes] * 2,
+            "RLIMIT_AS": [self.memory_mb * 1024 * 1024] * 2,
+            "RLIMIT_FSIZE": [self.max_file_mb * 1024 * 1024] * 2,
+            "RLIMIT_NPROC": [nproc_base + self.max_processes] * 2,
         }
-        env = {
-            "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "HOME": workdir,
-            "TMPDIR": workdir,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONIOENCODING": "utf-8",
-            "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
+
+    def summary(self) -> dict[str, int]:
+        """The limits as the result's ``isolation`` reports them."""
+        return {
+            "cpu_seconds": self.cpu,
+            "memory_mb": self.memory_mb,
+            "file_mb": self.max_file_mb,
+            "processes": self.max_processes,
         }
-        read_fd, write_fd = os.pipe()  # the launcher reports the layers it applied here
-        launcher = {
-            "rlimits": rlimits,
-            "netns": chosen == "process",
-            "drop": drop if chosen == "process" else None,
-            "fd": write_fd,
-            "argv": child,
-        }
-        argv = [sys.executable, "-I", "-S", "-B", "-c", _child_source(), "launch"]
-        with os.fdopen(read_fd, "rb") as status_pipe:
-            try:
-                proc = subprocess.Popen(
-                    [*argv, json.dumps(launcher)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=workdir,
-                    env=env,
-                    start_new_session=True,
-                    pass_fds=(write_fd,),
-                )
-            finally:
-                os.close(write_fd)
-            outcome = _supervise(proc, timeout, max_output_bytes, workdir)
-            raw_status = status_pipe.read()
+
+
+def _show_workspace(
+    workspace: Path | str | Workspace | None, workdir: str, plan: _Plan, allow_hard_links: bool
+) -> tuple[Path | None, str | None]:
+    """Put ``workspace`` read-only at ``./workspace``: a bind mount where bwrap can and hard
+    links are allowed, else a copy; (its resolved path, how it is shown), or (None, None)."""
+    if workspace is None:
+        return None, None
+    if isinstance(workspace, Workspace):
+        allow_hard_links = allow_hard_links or workspace.allow_hard_links
+        workspace = workspace.root
+    source = Path(workspace).resolve()
+    if not source.is_dir():
+        raise ConfigError(f"workspace {str(workspace)!r} is not a directory")
+    Workspace(source)  # refuses / and a folder holding lokal's home
+    ws_path = Path(workdir) / "workspace"
+    world = source.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH) == 0o5
+    if plan.mode == "bwrap" and allow_hard_links and (world or plan.drop is None):
+        ws_path.mkdir(exist_ok=True)
+        return source, "read-only bind mount at ./workspace"
+    left_out = _copy_tree(
+        source, ws_path, max_bytes=MAX_WORKSPACE_COPY_BYTES, single_link=not allow_hard_links
+    )
+    _make_read_only(ws_path)
+    if left_out:
+        plan.notes.append(
+            f"{left_out} file(s) with more than one hard link left out of "
+            "./workspace (they may be files from outside it)"
+        )
+    return source, "read-only copy at ./workspace"
+
+
+def _boot_config(
+    workdir: str,
+    code: str | None,
+    command: list[str] | None,
+    plan: _Plan,
+    audit_hook: bool,
+    has_workspace: bool,
+) -> dict[str, Any]:
+    """The config of the child's ``boot`` role: its directory, the uid to drop to (bwrap mode),
+    the paths the audit hook allows, and the program to run."""
+    ws_path = Path(workdir) / "workspace"
+    config: dict[str, Any] = {
+        "cwd": workdir,
+        "drop": plan.drop if plan.mode == "bwrap" else None,
+        "hook": audit_hook,
+        "read": ["/usr", workdir, "/dev/null", "/dev/urandom", "/dev/zero", "/etc/localtime"],
+        "write": [workdir, "/dev/null"],
+        "readonly": [str(ws_path)] if has_workspace else [],
+    }
+    config.update(_program(Path(workdir), code, command))
+    return config
+
+
+def _program(work: Path, code: str | None, command: list[str] | None) -> dict[str, Any]:
+    """What the child runs: ``kind`` (code, module, script or exec), ``target`` and ``argv``."""
+    if code is not None:
+        return _code_file(work, code, ["<code>"])
+    assert command is not None
+    parsed = _python_command(command)
+    if parsed is None:
+        return {"kind": "exec", "argv": command}
+    kind, target, argv = parsed
+    if kind == "code":
+        return _code_file(work, target or "", argv)
+    return {"kind": kind, "target": target, "argv": argv}
+
+
+def _code_file(work: Path, code: str, argv: list[str]) -> dict[str, Any]:
+    """Write ``code`` to the file the child runs it from; the config entries naming it."""
+    path = work / ".lokal_code.py"
+    path.write_text(code, encoding="utf-8")
+    return {"kind": "code", "code_file": str(path), "argv": argv}
+
+
+def _child_argv(
+    plan: _Plan, workdir: str, source: Path | None, ws_mount: str | None, config: dict[str, Any]
+) -> list[str]:
+    """The command line of the child (``boot`` role), inside bwrap in bwrap mode."""
+    child = [plan.python, "-I", "-B", "-c", _child_source(), "boot", json.dumps(config)]
+    if plan.mode == "bwrap":
+        assert plan.bwrap is not None
+        child = _bwrap_argv(plan.bwrap, plan.python, workdir, source, ws_mount) + child
+    return child
+
+
+def _environment(python: str, workdir: str) -> dict[str, str]:
+    """The scrubbed environment of the sandboxed process."""
+    return {
+        "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def _launch(
+    child: list[str], plan: _Plan, limits: _Limits, workdir: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Start the launcher (rlimits, network namespace, no_new_privs, uid switch, then exec of
+    ``child``) and supervise it; (the outcome, the layers the launcher reports it applied)."""
+    nproc_base = _task_count(plan.drop[0]) if plan.drop else _task_count(os.getuid())
+    rlimits = limits.rlimits(nproc_base)
+    env = _environment(plan.python, workdir)
+    read_fd, write_fd = os.pipe()  # the launcher reports the layers it applied here
+    launcher = {
+        "rlimits": rlimits,
+        "netns": plan.mode == "process",
+        "drop": plan.drop if plan.mode == "process" else None,
+        "fd": write_fd,
+        "argv": child,
+    }
+    argv = [sys.executable, "-I", "-S", "-B", "-c", _child_source(), "launch"]
+    with os.fdopen(read_fd, "rb") as status_pipe:
         try:
-            applied = json.loads(raw_status or b"{}")
-        except json.JSONDecodeError:
-            applied = {}
-        notes += applied.get("errors", [])
-        isolation = {
-            "mode": chosen,
-            "network_namespace": chosen == "bwrap" or bool(applied.get("netns")),
-            "pid_namespace": chosen == "bwrap",
-            "mount_namespace": chosen == "bwrap",
-            "filesystem": (
-                "bwrap: only /usr, the Python installation, the temp dir and the workspace "
-                "are visible"
-                if chosen == "bwrap"
-                else "host file system, guarded by file permissions"
-                + (" of uid nobody" if drop else "")
-                + (" and the audit hook" if audit_hook else "")
-            ),
-            "uid": drop[0] if drop else applied.get("uid", os.getuid()),
-            "no_new_privs": bool(applied.get("no_new_privs")),
-            "audit_hook": audit_hook and config["kind"] != "exec",
-            "workspace": ws_mount,
-            "rlimits": {
-                "cpu_seconds": cpu,
-                "memory_mb": memory_mb,
-                "file_mb": max_file_mb,
-                "processes": max_processes,
-            },
-            "notes": notes,
-        }
-        return _result(outcome, chosen, isolation, time.perf_counter() - started)
-    finally:
-        _reap(workdir)
-        shutil.rmtree(workdir, ignore_errors=True)
+            proc = subprocess.Popen(
+                [*argv, json.dumps(launcher)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                start_new_session=True,
+                pass_fds=(write_fd,),
+            )
+        finally:
+            os.close(write_fd)
+        outcome = _supervise(proc, limits.timeout, limits.max_output_bytes, workdir)
+        raw_status = status_pipe.read()
+    return outcome, _launcher_report(raw_status)
+
+
+def _launcher_report(raw: bytes) -> dict[str, Any]:
+    """The launcher's JSON report (empty when it wrote none or garbage)."""
+    try:
+        return json.loads(raw or b"{}")
+    except json.JSONDecodeError:
+        return {}
+
+
+def _isolation(
+    plan: _Plan,
+    applied: dict[str, Any],
+    audit_hook: bool,
+    kind: str,
+    ws_mount: str | None,
+    limits: _Limits,
+) -> dict[str, Any]:
+    """What isolated the run, as the result's ``isolation`` tells the caller."""
+    bwrap = plan.mode == "bwrap"
+    return {
+        "mode": plan.mode,
+        "network_namespace": bwrap or bool(applied.get("netns")),
+        "pid_namespace": bwrap,
+        "mount_namespace": bwrap,
+        "filesystem": _filesystem(plan, audit_hook),
+        "uid": plan.drop[0] if plan.drop else applied.get("uid", os.getuid()),
+        "no_new_privs": bool(applied.get("no_new_privs")),
+        "audit_hook": audit_hook and kind != "exec",
+        "workspace": ws_mount,
+        "rlimits": limits.summary(),
+        "notes": plan.notes,
+    }
+
+
+def _filesystem(plan: _Plan, audit_hook: bool) -> str:
+    """What of the host's file system the code can reach, in words."""
+    if plan.mode == "bwrap":
+        return (
+            "bwrap: only /usr, the Python installation, the temp dir and the workspace are visible"
+        )
+    return (
+        "host file system, guarded by file permissions"
+        + (" of uid nobody" if plan.drop else "")
+        + (" and the audit hook" if audit_hook else "")
+    )
 
 
 def _bwrap_argv(
     bwrap: str, python: str, workdir: str, workspace: Path | str | None, ws_mount: str | None
 ) -> list[str]:
+    """bwrap's arguments: the namespaces, the host's /usr and Python, the temp dir (writable)
+    and the workspace when it is bind-mounted."""
     argv = [bwrap, *_BWRAP_NAMESPACES, "--unshare-cgroup-try", "--die-with-parent"]
     argv += ["--new-session", "--hostname", "sandbox", *_host_dirs()]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
@@ -620,6 +751,7 @@ def _supervise(
 def _result(
     outcome: dict[str, Any], mode: str, isolation: dict[str, Any], duration: float
 ) -> SandboxResult:
+    """The ``SandboxResult`` of a supervised run: its status and the limit it hit, if any."""
     stdout = outcome["stdout"].decode("utf-8", errors="replace")
     stderr = outcome["stderr"].decode("utf-8", errors="replace")
     code = outcome["returncode"]
