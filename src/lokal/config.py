@@ -62,6 +62,13 @@ class GenerationSettings(_Strict):
     seed: int = Field(0, description="sampling seed; decisions are reproducible")
     do_sample: bool | None = Field(None, description="transformers-style switch; None: temp>0")
     stop: tuple[str, ...] = ()
+    logprobs: int | None = Field(
+        None,
+        ge=0,
+        le=20,
+        description="report each generated token's log-probability and this many "
+        "alternatives (llama.cpp; None: off)",
+    )
 
     @property
     def greedy(self) -> bool:

@@ -337,3 +337,36 @@ def test_a_staged_decision_on_the_bundled_model_ends_within_its_budget(profile):
     assert result.latency_ms <= budget * 1000 + 500, result.latency_ms
     if not result.ok:
         assert result.error.type in ERROR_KINDS
+
+
+@pytest.mark.parametrize(
+    "schema", [None, {"type": "object", "properties": {"a": {"type": "string"}}}]
+)
+def test_logprobs_are_the_generated_tokens_with_their_alternatives(profile, schema):
+    """GenerationSettings.logprobs on llama.cpp: one entry a generated token, whose texts
+    make the completion; greedy decoding drew each token as the most likely one, so its
+    log-probability is the first alternative's (with a grammar too: after its mask)."""
+    from lokal.llm.backends import GenerationRequest
+
+    backend = get_backend(profile)
+    settings = profile.generation.model_copy(update={"logprobs": 3, "max_new_tokens": 12})
+    request = GenerationRequest(
+        messages=[{"role": "user", "content": "Say hello to Sam."}],
+        settings=settings,
+        response_schema=schema,
+    )
+    completion = backend.generate(request)
+    entries = completion.details["logprobs"]
+    assert entries and "".join(e["token"] for e in entries).startswith(completion.text[:1])
+    assert "".join(e["token"] for e in entries) == completion.text
+    for entry in entries:
+        assert entry["logprob"] <= 0 and len(entry["top_logprobs"]) == 3
+        values = [alt["logprob"] for alt in entry["top_logprobs"]]
+        assert values == sorted(values, reverse=True)
+        assert entry["top_logprobs"][0]["token"] == entry["token"]
+        assert entry["logprob"] == pytest.approx(values[0])
+        assert bytes(entry["bytes"]).decode("utf-8", errors="replace") == entry["token"]
+    plain = backend.generate(
+        GenerationRequest(messages=request.messages, settings=profile.generation)
+    )
+    assert "logprobs" not in plain.details

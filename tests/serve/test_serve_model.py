@@ -111,3 +111,28 @@ def test_anthropic_count_tokens_counts_the_prompt_on_the_models_tokenizer(bundle
     plain = sdk.messages.count_tokens(model="smollm2-135m", messages=QUESTION)
     with_tool = sdk.messages.count_tokens(model="smollm2-135m", messages=QUESTION, tools=[tool])
     assert 0 < plain.input_tokens < with_tool.input_tokens
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m-free", "smollm2-135m-constrained"])
+def test_logprobs_on_the_bundled_model_are_the_answers_tokens(bundled, name):
+    """logprobs on llama.cpp through the server: a reply (or the labelled error), whose
+    logprobs are either absent with a reason (a reply of calls, or an answer not written as
+    generated, e.g. escaped inside lokal's envelope) or the answer's tokens: their text
+    covers the answer, each drawn greedily as its first alternative."""
+    client = bundled(name).client()
+    kind, reply = outcome(
+        lambda: client.chat.completions.create(
+            model=name, messages=QUESTION, logprobs=True, top_logprobs=2, max_tokens=40
+        )
+    )
+    if kind == "error":
+        return
+    choice = reply.choices[0]
+    assert choice.logprobs is not None
+    if choice.logprobs.content is None:
+        return
+    text = "".join(t.token for t in choice.logprobs.content)
+    assert choice.message.content in text and choice.logprobs.content
+    for token in choice.logprobs.content:
+        assert token.logprob <= 0 and len(token.top_logprobs) == 2
+        assert token.top_logprobs[0].token == token.token

@@ -109,6 +109,15 @@ async def start(
     the model's queue lets it (429 when the queue is full); None when the client left while
     it waited."""
     engine, slots = await state.engine(chosen, model)
+    if prepared.generation.get("logprobs") is not None and not getattr(
+        engine, "reports_logprobs", False
+    ):
+        raise wire.APIError(
+            f"logprobs: model {model!r} runs on the {chosen.backend} backend, which does not "
+            "report log-probabilities here (the llama.cpp backend does)",
+            param="logprobs",
+            code="logprobs_not_supported",
+        )
     waited = time.perf_counter()
     try:
         await _acquire(request, slots)

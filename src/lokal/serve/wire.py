@@ -232,6 +232,8 @@ class ChatRequest(_Model):
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     n: int | None = Field(None, ge=1, json_schema_extra={"maximum": 1})
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
     user: str | None = Field(None, max_length=200)  # names the conversation a run is kept in
 
 
@@ -518,6 +520,10 @@ def _generation(request: ChatRequest, profile: Profile) -> dict[str, Any]:
             changes[key] = value
     if request.stop is not None:
         changes["stop"] = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop)
+    if request.top_logprobs is not None and not request.logprobs:
+        raise APIError("top_logprobs: needs logprobs: true", param="top_logprobs")
+    if request.logprobs:
+        changes["logprobs"] = request.top_logprobs or 0
     if changes:
         try:
             GenerationSettings.model_validate({**profile.generation.model_dump(), **changes})
@@ -624,6 +630,30 @@ def unusable_text(decision: Decision) -> str:
     return text
 
 
+def content_logprobs(decision: Decision) -> dict[str, Any] | None:
+    """The reply's ``logprobs`` (OpenAI's ``{"content": [...], "refusal": None}``) when they
+    were asked for: the generated tokens of the answer's text (those of lokal's envelope
+    around it left out); ``content: None`` for a reply of calls, or when the answer is not
+    the generated text as written (an extracted passage, a staged reply built in steps)."""
+    attempt = decision.attempts[-1] if decision.attempts else None
+    entries = (attempt.backend or {}).get("logprobs") if attempt is not None else None
+    if entries is None:
+        return None
+    content = (decision.ai_message or {}).get("content") if decision.ok else unusable_text(decision)
+    if not content or (decision.ok and decision.tool_calls):
+        return {"content": None, "refusal": None}
+    text = "".join(entry["token"] for entry in entries)
+    start = text.find(content)
+    if start < 0:
+        return {"content": None, "refusal": None}
+    end, kept, offset = start + len(content), [], 0
+    for entry in entries:
+        if offset < end and offset + len(entry["token"]) > start:
+            kept.append(entry)
+        offset += len(entry["token"])
+    return {"content": kept, "refusal": None}
+
+
 def completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
@@ -649,7 +679,7 @@ def completion_response(
             {
                 "index": 0,
                 "message": message,
-                "logprobs": None,
+                "logprobs": content_logprobs(decision),
                 "finish_reason": finish_reason(decision),
             }
         ],

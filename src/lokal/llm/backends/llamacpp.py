@@ -92,6 +92,7 @@ class LlamaCppBackend:
 
     name = "llamacpp"
     capabilities = frozenset({"prompt_json", "builtin", "constrained", "staged", "score"})
+    reports_logprobs = True  # GenerationSettings.logprobs: details["logprobs"]
 
     def __init__(self, profile: Profile) -> None:
         llama_cpp = _import_llama()
@@ -270,6 +271,10 @@ class LlamaCppBackend:
         if request.response_schema:
             constraint, engine = self._constraint(request.response_schema, request.response_suffix)
             sampling.update(constraint)
+        recorder = None
+        if s.logprobs is not None:  # after the grammar's mask: the distribution sampled from
+            recorder = _LogprobRecorder(s.logprobs)
+            sampling["logits_processor"] = [*sampling.get("logits_processor", []), recorder]
         with self._lock:
             tokens = self.llm.tokenize(prompt.encode("utf-8"), special=True)
             cached = self.llm.n_tokens
@@ -301,6 +306,8 @@ class LlamaCppBackend:
         details: dict[str, Any] = {"reused_prompt_tokens": reused, "prompt_text": prompt}
         if engine:
             details["constraint"] = engine
+        if recorder is not None:
+            details["logprobs"] = recorder.entries(choice.get("text") or "", self.llm.detokenize)
         finish = choice.get("finish_reason")
         if loop.period is not None:
             finish = "repetition"
@@ -419,6 +426,60 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max()
     return shifted - np.log(np.exp(shifted).sum())
+
+
+class _LogprobRecorder:
+    """A logits processor that writes down, for each generated token, the log-probabilities
+    of the distribution it was drawn from (the model's, after the grammar's mask), so that a
+    reply can give each token's log-probability and its ``top`` alternatives (OpenAI's
+    ``logprobs``). The token drawn at one step is read at the next, as the last evaluated
+    id; the last one from the text that remains."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.steps: list[tuple[np.ndarray, np.ndarray]] = []  # (top ids, their logprobs)
+        self.chosen: list[tuple[int, float]] = []  # (token, logprob) of each finished step
+        self.last: np.ndarray | None = None
+
+    def __call__(self, input_ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
+        if self.last is not None:
+            token = int(input_ids[-1])
+            self.chosen.append((token, float(self.last[token])))
+        self.last = _log_softmax(np.asarray(logits, dtype=np.float64))
+        k = max(self.top, 1)
+        ids = np.argpartition(-self.last, k - 1)[:k]
+        ids = ids[np.argsort(-self.last[ids], kind="stable")]
+        self.steps.append((ids, self.last[ids]))
+        return logits
+
+    def entries(self, text: str, detokenize: Any) -> list[dict[str, Any]]:
+        """One entry a generated token (``token``, ``logprob``, ``bytes``, ``top_logprobs``)
+        whose text is in ``text``: the last step's token is the one whose text ends it (an
+        end-of-sequence or a stop string leaves nothing: that step is not written)."""
+
+        def piece(token: int) -> tuple[str, list[int]]:
+            raw = detokenize([token])
+            return raw.decode("utf-8", errors="replace"), list(raw)
+
+        chosen = list(self.chosen)
+        written = b"".join(detokenize([t]) for t, _ in chosen).decode("utf-8", errors="replace")
+        rest = text[len(written) :] if text.startswith(written) else ""
+        if rest and self.last is not None and len(self.steps) > len(chosen):
+            ids, _ = self.steps[len(chosen)]
+            match = [int(t) for t in ids if piece(int(t))[0] == rest]
+            token = match[0] if match else int(np.argmax(self.last))
+            chosen.append((token, float(self.last[token])))
+        out = []
+        for (token, logprob), (ids, logprobs) in zip(chosen, self.steps, strict=False):
+            word, raw = piece(token)
+            alternatives = []
+            for alt, value in list(zip(ids.tolist(), logprobs.tolist(), strict=True))[: self.top]:
+                alt_word, alt_raw = piece(int(alt))
+                alternatives.append({"token": alt_word, "logprob": value, "bytes": alt_raw})
+            out.append(
+                {"token": word, "logprob": logprob, "bytes": raw, "top_logprobs": alternatives}
+            )
+        return out
 
 
 class _LoopStop:

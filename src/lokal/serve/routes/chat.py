@@ -8,6 +8,7 @@ parsed, validated and retried before any client sees them.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -129,7 +130,13 @@ async def _stream(
                 body["lokal"] = info
                 yield {"data": sse_data(body)}
                 break
-            yield event({}, reason, lokal=info)
+            last = event({}, reason, lokal=info)
+            logprobs = wire.content_logprobs(decision)
+            if logprobs is not None:  # all at once, in the finishing chunk
+                data = json.loads(last["data"])
+                data["choices"][0]["logprobs"] = logprobs
+                last = {"data": sse_data(data)}
+            yield last
             if usage:
                 final = chunk(ident, profile.name, include_usage=True)
                 final["choices"] = []
