@@ -108,7 +108,8 @@ BAD = {
     "temperature_string": ({"temperature": "hot"}, "temperature", "number"),
     "stream_string": ({"stream": "yes"}, "stream", "boolean"),
     "max_tokens_zero": ({"max_tokens": 0}, "max_tokens", "greater than"),
-    "n_two": ({"n": 2}, "n", "n must be 1"),
+    "n_streamed": ({"n": 2, "stream": True}, "n", "not streamed"),
+    "n_too_many": ({"n": 9}, "n", "less than or equal to 8"),
     "tool_not_json_schema": (
         {
             "tools": [
@@ -467,3 +468,29 @@ def test_sampling_fields_reach_the_backend(serve, profile):
         ("END",),
         33,
     )
+
+
+def test_n_choices_are_replies_of_their_own_each_with_its_seed(serve, profile):
+    """llama.cpp#11142, llama-cpp-python#1906: ``n`` is not ignored. Each choice is a
+    decision of its own (its calls validated, its ids fresh), drawn with the request's seed
+    plus its index; the usage counts them all."""
+    served = serve(["First.", calls_reply(("get_weather", {"city": "Oslo"})), "Third."])
+    reply = served.client().chat.completions.create(
+        model=profile.name, messages=QUESTION, tools=TOOLS, n=3, seed=7, temperature=0.8
+    )
+    assert [c.index for c in reply.choices] == [0, 1, 2]
+    assert reply.choices[0].message.content == "First."
+    assert reply.choices[1].message.tool_calls[0].function.name == "get_weather"
+    assert reply.choices[1].finish_reason == "tool_calls"
+    assert reply.choices[2].message.content == "Third."
+    seeds = [r.settings.seed for r in served.backend.requests]
+    assert seeds == [7, 8, 9]
+    alone = (
+        serve(["First."])
+        .client()
+        .chat.completions.create(
+            model=profile.name, messages=QUESTION, tools=TOOLS, seed=7, temperature=0.8
+        )
+    )
+    assert len(alone.choices) == 1
+    assert reply.usage.prompt_tokens == 3 * alone.usage.prompt_tokens > 0

@@ -13,7 +13,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
@@ -65,6 +65,7 @@ class Turn:
     future: asyncio.Future[Decision]
     events: asyncio.Queue
     cancel: threading.Event
+    others: list[Decision]  # the further choices of a request with n > 1
 
 
 async def read_body(request: Request, limit: int, entry: dict[str, Any]) -> bytes | None:
@@ -145,10 +146,17 @@ async def start(
     def post(event: tuple[str, Any]) -> None:
         loop.call_soon_threadsafe(events.put_nowait, event)
 
+    others: list[Decision] = []
+
     def work() -> Decision:
         started = time.perf_counter()
         try:
             decision = _decide(chosen, prepared, engine, cancel, streamer, post, state)
+            for index in range(1, prepared.n):  # more choices: each with a seed of its own
+                seed = int(prepared.generation.get("seed", chosen.generation.seed)) + index
+                again = replace(prepared, generation={**prepared.generation, "seed": seed})
+                others.append(_decide(chosen, again, engine, cancel, None, post, state))
+                _give_call_ids(others[-1])
             _give_call_ids(decision)  # before it is recorded: the ids the client gets
             if state.conversations is not None:
                 _record(state.conversations, conversation, prepared, decision, chosen)
@@ -163,7 +171,7 @@ async def start(
             loop.call_soon_threadsafe(slots.release, time.perf_counter() - started)
 
     future = loop.run_in_executor(state.executor, work)
-    return Turn(future, events, cancel)
+    return Turn(future, events, cancel, others)
 
 
 async def finished(request: Request, turn: Turn, entry: dict[str, Any]) -> Decision | None:

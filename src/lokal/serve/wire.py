@@ -91,6 +91,9 @@ def error_body(
 # --- the request ------------------------------------------------------------------------
 
 
+MAX_CHOICES = 8  # n: choices a chat completion may ask for
+
+
 class _Model(BaseModel):
     # strict: "1" is not an integer and "true" not a boolean; unknown fields (user, metadata,
     # logprobs, store ...) are accepted and ignored, as OpenAI-compatible servers do
@@ -99,7 +102,7 @@ class _Model(BaseModel):
 
 # The JSON Schemas below (app.openapi(), which the fuzz tests generate requests from) also
 # state the rules the handler checks after the models: each role's required fields, text
-# parts only, n = 1. Validation itself is the models' and prepare's, with their messages.
+# parts only. Validation itself is the models' and prepare's, with their messages.
 
 
 def _text_parts_only(schema: dict[str, Any]) -> None:
@@ -231,7 +234,7 @@ class ChatRequest(_Model):
     response_format: ResponseFormat | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    n: int | None = Field(None, ge=1, json_schema_extra={"maximum": 1})
+    n: int | None = Field(None, ge=1, le=MAX_CHOICES)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
     user: str | None = Field(None, max_length=200)  # names the conversation a run is kept in
@@ -369,6 +372,7 @@ class Prepared:
     generation: dict[str, Any] = field(default_factory=dict)
     stream: bool = False
     include_usage: bool = False
+    n: int = 1  # choices: each a reply of its own, drawn with the seed + its index
 
 
 def _text(content: str | list[_Part] | None, where: str) -> str | None:
@@ -536,8 +540,11 @@ def _generation(request: ChatRequest, profile: Profile) -> dict[str, Any]:
 
 def prepare(request: ChatRequest, profile: Profile) -> Prepared:
     """The decision's inputs from a checked request; APIError naming the field."""
-    if request.n is not None and request.n > 1:
-        raise APIError("n: lokal serve makes one choice per request; n must be 1", param="n")
+    n = request.n or 1
+    if n > 1 and request.stream:
+        raise APIError(
+            "n: several choices are not streamed; ask for them without stream", param="n"
+        )
     tools = _tools(request)
     return Prepared(
         messages=_messages(request),
@@ -548,6 +555,7 @@ def prepare(request: ChatRequest, profile: Profile) -> Prepared:
         generation=_generation(request, profile),
         stream=bool(request.stream),
         include_usage=bool(request.stream_options and request.stream_options.include_usage),
+        n=n,
     )
 
 
@@ -658,10 +666,8 @@ def completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
-def completion_response(
-    decision: Decision, profile: Profile, tool_calls: list[dict[str, Any]], ident: str
-) -> dict[str, Any]:
-    """The non-streamed reply (``decision`` succeeded, or stopped at the token limit)."""
+def _choice(decision: Decision, index: int) -> dict[str, Any]:
+    tool_calls = openai_tool_calls(decision) if decision.ok else []
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     if tool_calls:
         message["tool_calls"] = tool_calls
@@ -670,19 +676,31 @@ def completion_response(
     else:
         message["content"] = unusable_text(decision)
     return {
+        "index": index,
+        "message": message,
+        "logprobs": content_logprobs(decision),
+        "finish_reason": finish_reason(decision),
+    }
+
+
+def completion_response(
+    decision: Decision, profile: Profile, ident: str, others: list[Decision] | None = None
+) -> dict[str, Any]:
+    """The non-streamed reply (``decision`` succeeded, or stopped at the token limit);
+    ``others``: the further choices of a request with ``n > 1`` (their tokens count in
+    ``usage``)."""
+    decisions = [decision, *(others or [])]
+    spent = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    for each in decisions:
+        for key, value in usage(each).items():
+            spent[key] += value
+    return {
         "id": ident,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": profile.name,
         "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": content_logprobs(decision),
-                "finish_reason": finish_reason(decision),
-            }
-        ],
-        "usage": usage(decision),
+        "choices": [_choice(each, index) for index, each in enumerate(decisions)],
+        "usage": spent,
         "lokal": lokal_info(decision, profile),
     }

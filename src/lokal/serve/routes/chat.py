@@ -68,8 +68,8 @@ async def chat(request: Request) -> Response:
     reason = wire.finish_reason(decision)
     if not decision.ok and reason != "length":
         raise turn.no_reply(decision)
-    calls = wire.openai_tool_calls(decision) if decision.ok else []
-    return JSONResponse(wire.completion_response(decision, chosen, calls, wire.completion_id()))
+    reply = wire.completion_response(decision, chosen, wire.completion_id(), started.others)
+    return JSONResponse(reply)
 
 
 async def _stream(
