@@ -25,6 +25,15 @@ many workers as the server has slots (one for a model in its process). The targe
 throughput at least 80 % of that.
 
     python benchmarks/serve_load.py --mock --write     # updates docs/performance.md
+
+``--apis`` measures each API of the server against a direct call, in one run and taking
+turns (so that the machine's noise falls on both): the p50 of a chat completion, a Responses
+request and an Anthropic Messages request, each over the p50 of the same decision made with
+``generate_ai_message`` (goal: at most 1.1x on the bundled model, ``--model``); and the
+embeddings throughput through ``/v1/embeddings`` over calling the embedder directly (goal:
+within 1.2x).
+
+    python benchmarks/serve_load.py --apis --model --sequential 8 --write
 """
 
 from __future__ import annotations
@@ -133,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rounds", type=int, default=4, help="--mock: served and direct runs taking turns"
     )
+    parser.add_argument(
+        "--apis", action="store_true", help="each API's overhead, and embeddings throughput"
+    )
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
     args = parser.parse_args(argv)
     args.clients = max(1, min(args.clients or (50 if args.mock else 8), 64))
@@ -141,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         args.max_queue = 8 if args.mock else 4
     if args.mock:
         return mock_throughput(args)
+    if args.apis:
+        return apis_overhead(args)
 
     if args.model:
         profile = load_profile(CONFIG)
@@ -557,6 +571,150 @@ def write_throughput(row: dict[str, Any], args: argparse.Namespace) -> None:
     else:
         heading = "## Served throughput under load (mock backend)"
         text = text.rstrip("\n") + f"\n\n{heading}\n\n" + section + "\n"
+    DOC.write_text(text, encoding="utf-8")
+
+
+# --- --apis: every API against a direct call, and embeddings ---------------------------------
+
+APIS_BEGIN, APIS_END = "<!-- serve_apis:begin -->", "<!-- serve_apis:end -->"
+
+
+def _api_bodies(profile: Any) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The same question with the same tool, as each API asks it."""
+    function = TOOLS[0]["function"]
+    limit = profile.generation.max_new_tokens
+    return {
+        "chat completions": (
+            "/chat/completions",
+            {"model": profile.name, "messages": MESSAGES, "tools": TOOLS},
+        ),
+        "responses": (
+            "/responses",
+            {
+                "model": profile.name,
+                "input": MESSAGES,
+                "tools": [{"type": "function", **function}],
+                "store": False,
+            },
+        ),
+        "anthropic messages": (
+            "/messages",
+            {
+                "model": profile.name,
+                "max_tokens": limit,
+                "messages": MESSAGES,
+                "tools": [
+                    {
+                        "name": function["name"],
+                        "description": function["description"],
+                        "input_schema": function["parameters"],
+                    }
+                ],
+            },
+        ),
+    }
+
+
+def apis_overhead(args: argparse.Namespace) -> int:
+    from lokal.rag.embeddings import MINILM, LocalEmbedder
+
+    if args.model:
+        profile = load_profile(CONFIG)
+        backend = get_backend(profile)
+        label = f"bundled model ({profile.name}, {profile.tool_calling.mode})"
+    else:
+        profile = load_profile(CONFIG, "smollm2-135m-free").with_tool_calling(preselect_k=None)
+        backend = Simulated(args.gen_ms / 1000)
+        label = f"scripted backend, {args.gen_ms:g} ms per generation"
+    app = create_app(profile, backend=backend, log=lambda entry: None, keep_traces=False)
+    server, url = start(app)
+    base = url.rsplit("/chat/completions", 1)[0]
+    rows = []
+    with httpx.Client(timeout=600) as client:
+        for name, (path, body) in _api_bodies(profile).items():
+            assert client.post(base + path, json=body).status_code == 200  # warm up
+            generate_ai_message(profile, MESSAGES, TOOLS, backend=backend)
+            direct, served = [], []
+            for _ in range(args.sequential):
+                started = time.perf_counter()
+                generate_ai_message(profile, MESSAGES, TOOLS, backend=backend)
+                direct.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                response = client.post(base + path, json=body)
+                served.append(time.perf_counter() - started)
+                assert response.status_code == 200, response.text
+            d, v = statistics.median(direct), statistics.median(served)
+            rows.append((name, round(d * 1000, 1), round(v * 1000, 1), round(v / d, 2)))
+            print(rows[-1], flush=True)
+        # embeddings: a corpus in requests of 32 texts, through the server and directly
+        texts = [
+            f"Chunk {i}: notes on topic {i % 17}, with a few more words about item {i * 7}."
+            for i in range(512)
+        ]
+        embedder = LocalEmbedder()
+        embedder.embed(texts[:8])
+        client.post(base + "/embeddings", json={"model": MINILM, "input": texts[:8]})
+        direct_s = served_s = 0.0
+        for _ in range(2):  # taking turns
+            started = time.perf_counter()
+            for i in range(0, len(texts), 32):
+                embedder.embed(texts[i : i + 32])
+            direct_s += time.perf_counter() - started
+            started = time.perf_counter()
+            for i in range(0, len(texts), 32):
+                reply = client.post(
+                    base + "/embeddings",
+                    json={"model": MINILM, "input": texts[i : i + 32], "encoding_format": "base64"},
+                )
+                assert reply.status_code == 200, reply.text
+            served_s += time.perf_counter() - started
+    server.should_exit = True
+    count = 2 * len(texts)
+    embed_row = (
+        embedder.backend,
+        round(count / direct_s, 1),
+        round(count / served_s, 1),
+        round(served_s / direct_s, 2),
+    )
+    print(embed_row)
+    if args.write:
+        write_apis(label, rows, embed_row, args)
+    return 0
+
+
+def write_apis(label: str, rows: list[tuple], embed_row: tuple, args: argparse.Namespace) -> None:
+    import platform
+
+    command = "python benchmarks/serve_load.py --apis" + (" --model" if args.model else "")
+    command += f" --sequential {args.sequential} --write"
+    lines = "\n".join(
+        f"| {name} | {direct} ms | {served} ms | {ratio}x |" for name, direct, served, ratio in rows
+    )
+    backend, direct_tps, served_tps, ratio = embed_row
+    section = f"""{APIS_BEGIN}
+## `lokal serve`: each API against a direct call
+
+`{command}` on {platform.machine()}, {len(__import__("os").sched_getaffinity(0))} cores, {label}.
+One client, {args.sequential} sequential requests per API, each taking turns with the same
+decision made by calling `generate_ai_message` directly; p50 of each. The served reply is a
+turn of the agent loop (`Agent.respond`) behind HTTP, the request's translation and checks,
+the queue and the reply's writing.
+
+| API | direct p50 | served p50 | overhead |
+| --- | ---: | ---: | ---: |
+{lines}
+
+Embeddings: 512 short texts in requests of 32 (`encoding_format: base64`), twice, taking turns
+with the embedder called directly in the same process ({backend} backend): {direct_tps} texts/s
+direct, {served_tps} texts/s served, **{ratio}x** the direct time (goal: at most 1.2x).
+{APIS_END}"""
+    text = DOC.read_text(encoding="utf-8")
+    if APIS_BEGIN in text and APIS_END in text:
+        head, _, rest = text.partition(APIS_BEGIN)
+        _, _, tail = rest.partition(APIS_END)
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
     DOC.write_text(text, encoding="utf-8")
 
 

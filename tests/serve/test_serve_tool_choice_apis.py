@@ -64,8 +64,7 @@ def responses_shape(response) -> list:
 
 def messages_shape(message) -> tuple:
     blocks = [
-        (b.type, b.text) if b.type == "text" else (b.type, b.name, b.input)
-        for b in message.content
+        (b.type, b.text) if b.type == "text" else (b.type, b.name, b.input) for b in message.content
     ]
     return blocks, message.stop_reason
 
