@@ -227,7 +227,7 @@ class RunResult:
         }
 
 
-def _source_of(decision: Any) -> str:
+def _source_of(decision: Decision) -> str:
     """Where a successful decision's answer came from (``model``, ``quoted``, ``extracted``)."""
     return str((decision.parse or {}).get("answer_source") or "model")
 
@@ -407,7 +407,7 @@ class _Run:
                 self.emit(ModelLoad(model=profile.display_name, duration_s=seconds))
         self.load_embeddings(backend)
 
-    def load_embeddings(self, backend: Any) -> None:
+    def load_embeddings(self, backend: Backend | None) -> None:
         """The embedding model of tool preselection, and the tools' vectors, loaded now when
         the decisions will rank the tools (``preselect_k``, or staged decisions on a backend
         that scores) rather than inside the first decision, where its seconds would go

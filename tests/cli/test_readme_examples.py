@@ -251,12 +251,14 @@ EXAMPLES: dict[str, Run | Covered | HelpOnly] = {
     ),
     "lokal serve [--profile P] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--max-queue 8] "
     "[--max-body-bytes 4194304] [--body-timeout 30] [--log FILE] "
+    "[--traces-dir DIR] [--no-traces] [--conversations] [--mcp servers.json] "
     "[--model_config configs/model.yaml] [--tool_calling MODE] [--backend NAME]": HelpOnly(
         SERVE_RUNS + "; the bracketed values are the defaults",
         variants=(
             "lokal serve",
             "lokal serve --profile P --host 127.0.0.1 --port 8000 --api-key KEY --max-queue 8 "
             "--max-body-bytes 4194304 --body-timeout 30 --log FILE "
+            "--traces-dir DIR --no-traces --conversations --mcp servers.json "
             "--model_config configs/model.yaml --tool_calling staged --backend NAME",
         ),
         parsed={

@@ -35,6 +35,7 @@ from typing import Any
 
 from lokal.config import Profile
 from lokal.errors import ConfigError, LokalError
+from lokal.llm.backends import Backend
 
 __all__ = ["judge", "load_cases", "percentile", "run_bench", "summarize"]
 
@@ -210,7 +211,7 @@ def run_bench(
     decision_mode: str = "prompt_json",
     concurrency: int = 1,
     progress: Callable[[], None] | None = None,
-    backend: Any = None,
+    backend: Backend | str | None = None,
 ) -> list[dict[str, Any]]:
     """One record per profile × mode × case, in that order whatever ``concurrency`` is.
 

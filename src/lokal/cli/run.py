@@ -20,6 +20,7 @@ from lokal.cli.common import (
     profile_from_args,
     require_text,
 )
+from lokal.config import Profile
 from lokal.errors import ConfigError
 
 __all__ = ["EXIT_CODES", "build_agent", "check_run_inputs", "exit_code", "register"]
@@ -41,7 +42,7 @@ STDIN = "-"
 BYTES_PER_TOKEN = 4
 
 
-def context_budget(profile: Any) -> int | None:
+def context_budget(profile: Profile) -> int | None:
     """The tokens of input the profile's model takes, as far as the profile says without
     loading it: ``max_input_tokens`` when set, else (llama.cpp, and the mock, which stands in
     for it) ``n_ctx`` minus the tokens it may generate; else None (a transformers model or
@@ -54,7 +55,7 @@ def context_budget(profile: Any) -> int | None:
     return max(1, model.n_ctx - profile.generation.max_new_tokens)
 
 
-def read_question(args: argparse.Namespace, profile: Any) -> str:
+def read_question(args: argparse.Namespace, profile: Profile) -> str:
     """The question: the argument, or with ``-`` standard input (UTF-8). A ConfigError when
     it holds NUL characters (they are refused, not stripped: text with NULs is most likely a
     binary file given by mistake) or when it is clearly more than the model's context
@@ -90,7 +91,7 @@ def read_question(args: argparse.Namespace, profile: Any) -> str:
     return require_text(text, "the question")
 
 
-def _too_long(where: str, shown: str, size: int, budget: int, profile: Any) -> ConfigError:
+def _too_long(where: str, shown: str, size: int, budget: int, profile: Profile) -> ConfigError:
     return ConfigError(
         f"{where} is too long for the context of profile {profile.name!r}: {shown} bytes, "
         f"about {size // BYTES_PER_TOKEN:,} tokens or more, and its model takes at most "

@@ -13,6 +13,7 @@ import numpy as np
 
 from lokal.config import Profile
 from lokal.errors import BackendError
+from lokal.llm.backends import Backend
 from lokal.llm.checks import AnswerContext, check_answer
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.evidence import Passage
@@ -42,7 +43,7 @@ _NOT_FOUND_SAID = re.compile(
 
 
 def _extract_sentence(
-    question: str, hits: list[Any], retriever: Retriever, backend: Any, profile: Profile
+    question: str, hits: list[Any], retriever: Retriever, backend: Backend, profile: Profile
 ) -> str | None:
     """The sentence of the retrieved passages that answers ``question``, with its ``[n]``
     marker: the sentences whose cosine to the question reaches ``EXTRACT_MIN_SCORE`` (by the
@@ -105,7 +106,7 @@ def answer_question(
     *,
     k: int = 4,
     method: Method = "hybrid",
-    backend: Any = None,
+    backend: Backend = None,
     min_score: float | None = RAG_MIN_SCORE,
     min_overlap: float = CITATION_MIN_OVERLAP,
 ) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lokal.config import GenerationSettings
-from lokal.llm.backends import GenerationRequest
+from lokal.llm.backends import Backend, GenerationRequest
 from lokal.llm.evidence import Passage, rank_passages, result_passages
 from lokal.llm.select import ToolSelector
 from lokal.messages import last_user_text
@@ -55,7 +55,7 @@ def render_extracted(passage: Passage) -> str:
 
 
 def _likelihoods(
-    backend: Any, question: str, passages: Sequence[Passage], settings: GenerationSettings
+    backend: Backend, question: str, passages: Sequence[Passage], settings: GenerationSettings
 ) -> list[float] | None:
     """The model's mean log-probability per token (about four characters) of each passage
     as the reply to the question, or None when the backend does not score."""
@@ -77,7 +77,7 @@ def choose_passage(
     question: str,
     passages: Sequence[Passage],
     *,
-    backend: Any = None,
+    backend: Backend = None,
     settings: GenerationSettings | None = None,
     selector: ToolSelector | None = None,
     k: int = CANDIDATES,
@@ -99,7 +99,7 @@ def choose_passage(
 def extract_answer(
     messages: Sequence[dict[str, Any]],
     *,
-    backend: Any = None,
+    backend: Backend = None,
     settings: GenerationSettings | None = None,
     selector: ToolSelector | None = None,
     k: int = CANDIDATES,

@@ -51,7 +51,7 @@ from typing import Any
 from lokal.config import ToolCallingSettings
 from lokal.errors import BackendDeadline
 from lokal.llm import grammar
-from lokal.llm.backends import Completion, GenerationRequest
+from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import question_signals
 from lokal.llm.staged.candidates import (
@@ -116,7 +116,7 @@ class DecisionTimeout(Exception):
         self.trace = trace
 
 
-def can_score(backend: Any) -> bool:
+def can_score(backend: Backend) -> bool:
     """Whether ``backend`` scores continuations and continues a given reply prefix."""
     return "score" in backend.capabilities and callable(getattr(backend, "score", None))
 
@@ -157,14 +157,14 @@ CUES: dict[str, re.Pattern[str]] = {
 _PACE: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
-def _pace(backend: Any) -> float:
+def _pace(backend: Backend) -> float:
     try:
         return _PACE.get(backend, 0.0)
     except TypeError:  # not weakly referable or not hashable: no pace kept
         return 0.0
 
 
-def _set_pace(backend: Any, seconds: float) -> None:
+def _set_pace(backend: Backend, seconds: float) -> None:
     with contextlib.suppress(TypeError):
         _PACE[backend] = seconds
 
@@ -312,7 +312,7 @@ class StagedEngine:
 
     def __init__(
         self,
-        backend: Any,
+        backend: Backend,
         request: GenerationRequest,
         tools: list[ToolSpec],
         selection: Selection | None,

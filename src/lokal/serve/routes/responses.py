@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -26,6 +27,8 @@ from lokal.serve.state import ServeState
 from lokal.serve.stream import ContentStreamer, sse_data
 
 __all__ = ["router"]
+
+_Event = Callable[..., dict[str, str]]  # one server-sent event of the stream
 
 router = APIRouter()
 
@@ -235,7 +238,7 @@ async def _stream(
             entry["disconnected"] = "streaming"
 
 
-def _text_opened(event: Any, item: dict[str, Any]) -> list[dict[str, str]]:
+def _text_opened(event: _Event, item: dict[str, Any]) -> list[dict[str, str]]:
     opened = {**item, "status": "in_progress", "content": []}
     part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
     return [
@@ -250,7 +253,7 @@ def _text_opened(event: Any, item: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-def _text_closed(event: Any, item: dict[str, Any]) -> list[dict[str, str]]:
+def _text_closed(event: _Event, item: dict[str, Any]) -> list[dict[str, str]]:
     part = item["content"][0]
     where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
     return [
@@ -260,7 +263,7 @@ def _text_closed(event: Any, item: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-def _call_events(event: Any, index: int, item: dict[str, Any]) -> list[dict[str, str]]:
+def _call_events(event: _Event, index: int, item: dict[str, Any]) -> list[dict[str, str]]:
     opened = {**item, "arguments": "", "status": "in_progress"}
     where = {"item_id": item["id"], "output_index": index}
     return [
