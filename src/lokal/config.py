@@ -10,6 +10,8 @@ The file has the same shape as the original scripts' config::
       temperature: 0
     tool_calling:     # how tools reach the model and how its reply is read
       mode: prompt_json
+    embeddings:       # the bundled MiniLM of RAG, memory and tool preselection
+      backend: auto
     models:
       fast:
         max_new_tokens: 256      # generation keys may sit directly in a profile
@@ -17,7 +19,7 @@ The file has the same shape as the original scripts' config::
 
 A profile is the default ``model:`` section updated with the profile's own keys. Generation
 keys found directly in a profile override ``generation:``; a profile may also hold its own
-``generation:`` and ``tool_calling:`` sections.
+``generation:``, ``tool_calling:`` and ``embeddings:`` sections.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lokal.errors import ConfigError
 
 __all__ = [
+    "EmbeddingSettings",
     "GenerationSettings",
     "ModelSettings",
     "Profile",
@@ -240,6 +243,49 @@ class ModelSettings(_Strict):
     )
 
 
+EmbeddingBackend = Literal["auto", "onnx", "onnx-int8", "numpy"]
+EMBEDDING_BACKENDS: tuple[str, ...] = EmbeddingBackend.__args__  # type: ignore[attr-defined]
+
+
+class EmbeddingSettings(_Strict):
+    """How the bundled all-MiniLM-L6-v2 runs (RAG, memory, tool preselection:
+    ``lokal.rag.embeddings``). ``LOKAL_EMBEDDING_BACKEND`` overrides ``backend``.
+
+    ``auto``: ONNX Runtime (fp32) where ``onnxruntime`` imports and the graph is built or can
+    be, else NumPy; ``onnx``: the same, asked for by name; ``onnx-int8``: ONNX Runtime on a
+    graph whose matrix products are quantised to 8 bits (faster, vectors a little further
+    from the model's: docs/performance.md); ``numpy``: lokal's NumPy encoder. A backend that
+    cannot run falls back to NumPy and says why (``lokal rag index`` prints it).
+    """
+
+    backend: EmbeddingBackend = "auto"
+    threads: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="workers that embed the batches of a long list at once (ingest), each on "
+        "one core; None: the cores lokal may use, at most 4. A single text (a question, a "
+        "memory lookup) is embedded on the calling thread",
+    )
+    batch_size: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="texts per ONNX Runtime call, grouped by length so that a batch pads "
+        "little (fp32; int8 runs one text per call: its activations are quantised per call)",
+    )
+
+
+def embedding_settings(
+    values: dict[str, Any] | None = None, where: str = "embeddings"
+) -> EmbeddingSettings:
+    """EmbeddingSettings from ``values``, with ``LOKAL_EMBEDDING_BACKEND`` applied."""
+    values = dict(values or {})
+    if os.environ.get("LOKAL_EMBEDDING_BACKEND"):
+        values["backend"] = os.environ["LOKAL_EMBEDDING_BACKEND"]
+    return _build(EmbeddingSettings, values, where)
+
+
 _GENERATION_KEYS = set(GenerationSettings.model_fields)
 
 
@@ -252,6 +298,7 @@ class Profile:
     generation: GenerationSettings
     tool_calling: ToolCallingSettings
     source: Path | None = None
+    embeddings: EmbeddingSettings = dataclasses.field(default_factory=EmbeddingSettings)
 
     @property
     def display_name(self) -> str:
@@ -301,7 +348,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
-    for section in ("model", "generation", "tool_calling", "models"):
+    for section in ("model", "generation", "tool_calling", "embeddings", "models"):
         if section in data and data[section] is not None and not isinstance(data[section], dict):
             raise ConfigError(f"{path}: section {section!r} must be a mapping")
     return data
@@ -318,15 +365,19 @@ def _build(cls: type[_Strict], values: dict[str, Any], where: str) -> Any:
         raise ConfigError(f"{where}: {problems}") from exc
 
 
-def _split_profile(raw: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
-    """Split a profile mapping into model, generation, tool_calling and unknown keys."""
+def _split_profile(raw: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+    """Split a profile mapping into model, generation, tool_calling, embeddings and unknown
+    keys."""
     model: dict[str, Any] = {}
     generation: dict[str, Any] = {}
     tool_calling: dict[str, Any] = {}
+    embeddings: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in raw.items():
         if key == "generation":
             generation.update(value or {})
+        elif key == "embeddings":
+            embeddings.update(value or {})
         elif key == "tool_calling":
             if isinstance(value, str):
                 tool_calling["mode"] = value
@@ -340,7 +391,7 @@ def _split_profile(raw: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
             tool_calling[key] = value
         else:
             extra[key] = value
-    return model, generation, tool_calling, extra
+    return model, generation, tool_calling, embeddings, extra
 
 
 def load_profile(
@@ -374,7 +425,7 @@ def load_profile(
         if not isinstance(selected, dict):
             raise ConfigError(f"{where}: profile {model_name!r} must be a mapping")
         raw.update(selected)
-    model_raw, gen_raw, tc_raw, extra = _split_profile(raw)
+    model_raw, gen_raw, tc_raw, emb_raw, extra = _split_profile(raw)
     for key in ("n_threads", "n_batch"):  # LOKAL_N_THREADS, LOKAL_N_BATCH override the profile
         if os.environ.get(f"LOKAL_{key.upper()}"):
             model_raw[key] = os.environ[f"LOKAL_{key.upper()}"]
@@ -385,6 +436,7 @@ def load_profile(
         tool_settings["staged"] = {**base_tools["staged"], **tc_raw["staged"]}
     if tool_calling:
         tool_settings["mode"] = tool_calling
+    embeddings = {**(data.get("embeddings") or {}), **emb_raw}
     if "stop" in generation and isinstance(generation["stop"], list):
         generation["stop"] = tuple(generation["stop"])
     if extra:
@@ -399,6 +451,7 @@ def load_profile(
         generation=_build(GenerationSettings, generation, f"{where}: generation"),
         tool_calling=_build(ToolCallingSettings, tool_settings, f"{where}: tool_calling"),
         source=source,
+        embeddings=embedding_settings(embeddings, f"{where}: embeddings"),
     )
 
 

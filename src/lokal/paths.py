@@ -7,7 +7,9 @@ The home is ``$LOKAL_HOME`` if set, else the user data directory
 - ``memory/``: global memory, markdown files (``lokal.memory.store``);
 - ``embedding_cache.db``: the embeddings of memory's notes;
 - ``rag/index.db``: the default document index, with its own ``rag/embedding_cache.db``;
-- ``traces/``: one JSON-lines trace per ``lokal run`` (``lokal traces list``).
+- ``traces/``: one JSON-lines trace per ``lokal run`` (``lokal traces list``);
+- ``models/``: the ONNX graphs of the bundled MiniLM, built on this machine from its installed
+  weights (``lokal.rag.onnx_minilm``; ``$LOKAL_MODEL_CACHE`` puts them elsewhere).
 
 Every function reads the environment when called (tests set ``LOKAL_HOME`` per test) and
 creates nothing: the code that opens a file makes its folder.
@@ -24,6 +26,7 @@ __all__ = [
     "index_path",
     "lokal_home",
     "memory_dir",
+    "model_cache_dir",
     "traces_dir",
 ]
 
@@ -61,3 +64,13 @@ def index_path() -> Path:
 def traces_dir() -> Path:
     """The folder where ``lokal run`` keeps the trace of every run (``lokal traces list``)."""
     return lokal_home() / "traces"
+
+
+def model_cache_dir() -> Path:
+    """Where models derived on this machine are kept: the ONNX graphs of the bundled MiniLM,
+    named by a hash of the weights they come from. ``$LOKAL_MODEL_CACHE`` if set (the tests
+    share one across their homes), else ``models/`` in the home."""
+    env = os.environ.get("LOKAL_MODEL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return lokal_home() / "models"

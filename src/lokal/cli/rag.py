@@ -35,6 +35,41 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_profile_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--model_config`` and ``--profile``: whose ``embeddings:`` section says how the
+    local MiniLM runs (``rag ask`` has them with the rest of its model options)."""
+    parser.add_argument(
+        "--model_config", default=None, help="model.yaml (default configs/model.yaml)"
+    )
+    parser.add_argument(
+        "--profile",
+        "--model_name",
+        dest="model_name",
+        default=None,
+        metavar="NAME",
+        help="a named profile of model.yaml, for its embeddings: section (how MiniLM runs)",
+    )
+
+
+def embedding_settings_from_args(args: argparse.Namespace):
+    """The ``embeddings:`` settings of the profile the options name (None for a command
+    without profile options), made the process's choice (``lokal.rag.embeddings``)."""
+    if "model_name" not in vars(args):
+        return None
+    if args.rag_command == "ask":
+        return profile_from_args(args).embeddings  # configures the process too
+    settings = vars(args).get("embedding_settings")
+    if settings is None:
+        from lokal.config import load_profile
+        from lokal.rag.embeddings import configure
+
+        settings = args.embedding_settings = load_profile(
+            args.model_config, args.model_name
+        ).embeddings
+        configure(settings)
+    return settings
+
+
 def open_from_args(args: argparse.Namespace):
     from lokal.rag.index import open_rag
 
@@ -44,7 +79,16 @@ def open_from_args(args: argparse.Namespace):
         chroma_url=args.chroma_url,
         collection=args.collection,
         embeddings_url=args.embeddings_url,
+        embeddings=embedding_settings_from_args(args),
     )
+
+
+def describe_embedder(embedder) -> dict:
+    """What embeds: the local MiniLM's backend (and why, when it fell back), or the server."""
+    inner = getattr(embedder, "inner", embedder)
+    if hasattr(inner, "info"):
+        return inner.info()
+    return {"model": getattr(inner, "name", "?"), "url": getattr(inner, "base_url", None)}
 
 
 def _rag_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +148,8 @@ def _rag_arguments(parser: argparse.ArgumentParser) -> None:
     evaluate.add_argument("--json", action="store_true", help="print the scores as JSON")
     for p in (index, ask, search, sub.choices["stats"], evaluate):
         add_store_arguments(p)
+    for p in (index, search, evaluate):
+        add_profile_arguments(p)
 
 
 def check_rag_inputs(args: argparse.Namespace) -> None:
@@ -122,8 +168,8 @@ def check_rag_inputs(args: argparse.Namespace) -> None:
             raise ConfigError(f"--questions {args.questions!r}: no such file")
         if not Path(args.docs).exists():
             raise ConfigError(f"--docs {args.docs!r}: no such file or folder")
-    if args.rag_command == "ask":
-        profile_from_args(args)
+    if args.rag_command in ("ask", "index", "search", "eval"):
+        embedding_settings_from_args(args)  # an unknown profile or a bad model.yaml: exit 2
 
 
 def rag_exit_code(record: dict) -> int:
@@ -145,9 +191,18 @@ def rag_command(args: argparse.Namespace) -> int:
         if args.rag_command == "index":
             from lokal.rag.index import Indexer
 
+            embeddings = describe_embedder(embedder)  # loads the model: says what runs it
+            if not args.quiet:
+                inner = getattr(embedder, "inner", embedder)
+                line = inner.describe() if hasattr(inner, "describe") else None
+                print(line or f"embeddings: {embeddings}", file=sys.stderr, flush=True)
             indexer = Indexer(store, embedder, max_tokens=args.max_tokens, overlap=args.overlap)
             report = indexer.index_path(args.path, progress=not args.quiet)
-            print(json.dumps({**report.to_dict(), "total_chunks": store.count()}))
+            print(
+                json.dumps(
+                    {**report.to_dict(), "total_chunks": store.count(), "embeddings": embeddings}
+                )
+            )
             return 0
         if args.rag_command == "stats":
             sources = store.sources()

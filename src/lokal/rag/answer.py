@@ -46,11 +46,13 @@ CITATION_MIN_OVERLAP = 0.7
 
 
 def default_min_score(embedder: Any) -> float:
-    """``RAG_MIN_SCORE`` for the embedding model it was calibrated with (all-MiniLM-L6-v2);
-    0.0 (no threshold) for any other, whose cosines are on another scale."""
+    """``RAG_MIN_SCORE`` for the embedding model it was calibrated with (all-MiniLM-L6-v2,
+    on any local backend: its name is ``all-MiniLM-L6-v2@BACKEND:WEIGHTS``); 0.0 (no
+    threshold) for any other, whose cosines are on another scale."""
     from lokal.rag.embeddings import MINILM
 
-    return RAG_MIN_SCORE if getattr(embedder, "name", None) == MINILM else 0.0
+    name = str(getattr(embedder, "name", None))
+    return RAG_MIN_SCORE if name == MINILM or name.startswith(f"{MINILM}@") else 0.0
 
 
 RAG_SYSTEM = (

@@ -2,7 +2,9 @@
 
 A source whose content hash is unchanged is skipped; a changed one has its chunks replaced;
 the embedding cache (SQLite, keyed by content hash) means unchanged chunk texts are never
-embedded twice.
+embedded twice. A source's hash includes the embedder's name (model, backend, weights), so
+indexing again with another embedding backend re-embeds every source: one index never holds
+the vectors of two backends.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lokal.rag.chunking import DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP, chunk_text
 from lokal.rag.embeddings import CachedEmbedder, Embedder, content_hash, get_embedder
 from lokal.rag.loaders import Document, load_directory, load_file
 from lokal.rag.stores import VectorStore, default_store_path, open_store
+
+if TYPE_CHECKING:
+    from lokal.config import EmbeddingSettings
 
 __all__ = ["IndexReport", "Indexer", "open_rag"]
 
@@ -109,14 +114,16 @@ def open_rag(
     collection: str = "lokal",
     embeddings_url: str | None = None,
     cache_path: str | Path | None = None,
+    embeddings: EmbeddingSettings | None = None,
 ) -> tuple[VectorStore, CachedEmbedder]:
     """A store and a cached embedder (the cache sits next to the SQLite index, or in
-    ``$LOKAL_HOME/rag/`` for a server store)."""
+    ``$LOKAL_HOME/rag/`` for a server store). ``embeddings``: how the local MiniLM runs
+    (default ``lokal.rag.embeddings.local_settings()``)."""
     vs = open_store(store, path=store_path, url=chroma_url, collection=collection)
     if cache_path is None:
         base = Path(store_path).parent if store_path else default_store_path().parent
         cache_path = base / "embedding_cache.db"
-    return vs, CachedEmbedder(get_embedder(embeddings_url), cache_path)
+    return vs, CachedEmbedder(get_embedder(embeddings_url, settings=embeddings), cache_path)
 
 
 def documents_from_texts(items: dict[str, str]) -> list[Document]:

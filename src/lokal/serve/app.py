@@ -31,7 +31,7 @@ from lokal.llm.backends import Backend
 from lokal.memory.conversations import ConversationStore
 from lokal.serve import anthropic, responses, wire
 from lokal.serve.middleware import BodyTimeout, JsonLog, LogRequests
-from lokal.serve.routes import chat, messages, models
+from lokal.serve.routes import chat, embeddings, messages, models
 from lokal.serve.routes import responses as responses_routes
 from lokal.serve.state import Limits, ServeState, served_names
 from lokal.serve.turn import SERVER_TOOL_ROUNDS
@@ -129,6 +129,7 @@ def create_app(
     app.include_router(chat.router)
     app.include_router(messages.router)
     app.include_router(responses_routes.router)
+    app.include_router(embeddings.router)
     app.include_router(traces_router(traces_dir, api_key=api_key))  # /traces: docs/tracing.md
     if body_timeout:
         app.add_middleware(BodyTimeout, seconds=body_timeout)
@@ -211,6 +212,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 _BODIES = {  # path: (schema name, request model, error schema name)
     "/v1/chat/completions": ("ChatRequest", wire.ChatRequest, "Error"),
     "/v1/responses": ("ResponsesRequest", responses.ResponsesRequest, "Error"),
+    "/v1/embeddings": ("EmbeddingsRequest", embeddings.EmbeddingsRequest, "Error"),
     "/v1/messages": ("MessagesRequest", anthropic.MessagesRequest, "AnthropicError"),
     "/v1/messages/count_tokens": ("CountRequest", anthropic.CountRequest, "AnthropicError"),
 }

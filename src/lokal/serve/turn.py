@@ -42,6 +42,7 @@ __all__ = [
     "finished",
     "no_reply",
     "read_body",
+    "receive",
     "start",
 ]
 
@@ -66,6 +67,15 @@ class Turn:
     events: asyncio.Queue
     cancel: threading.Event
     others: list[Decision]  # the further choices of a request with n > 1
+
+
+async def receive(request: Request) -> tuple[ServeState, dict[str, Any], bytes | None]:
+    """What every POST route starts with: the server's state, the request's log entry, and
+    its body once the key is checked (None: the client left before its body was in)."""
+    state: ServeState = request.app.state.lokal
+    entry = request.scope.setdefault("lokal_log", {})
+    state.authorize(request)
+    return state, entry, await read_body(request, state.limits.max_body_bytes, entry)
 
 
 async def read_body(request: Request, limit: int, entry: dict[str, Any]) -> bytes | None:

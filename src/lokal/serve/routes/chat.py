@@ -20,7 +20,6 @@ from lokal.config import Profile
 from lokal.errors import LokalError
 from lokal.records import Decision
 from lokal.serve import turn, wire
-from lokal.serve.state import ServeState
 from lokal.serve.stream import ContentStreamer, chunk, sse_data, tool_call_chunks
 
 __all__ = ["router"]
@@ -30,10 +29,7 @@ router = APIRouter()
 
 @router.post("/v1/chat/completions")
 async def chat(request: Request) -> Response:
-    state: ServeState = request.app.state.lokal
-    entry = request.scope.setdefault("lokal_log", {})
-    state.authorize(request)
-    body = await turn.read_body(request, state.limits.max_body_bytes, entry)
+    state, entry, body = await turn.receive(request)
     if body is None:
         return Response(status_code=499)
     parsed = wire.parse_request(body)

@@ -21,7 +21,6 @@ from lokal.config import Profile
 from lokal.errors import LokalError
 from lokal.records import Decision
 from lokal.serve import anthropic, turn, wire
-from lokal.serve.state import ServeState
 from lokal.serve.stream import ContentStreamer, sse_data
 
 __all__ = ["router"]
@@ -31,10 +30,7 @@ router = APIRouter()
 
 @router.post("/v1/messages")
 async def messages(request: Request) -> Response:
-    state: ServeState = request.app.state.lokal
-    entry = request.scope.setdefault("lokal_log", {})
-    state.authorize(request)
-    body = await turn.read_body(request, state.limits.max_body_bytes, entry)
+    state, entry, body = await turn.receive(request)
     if body is None:
         return Response(status_code=499)
     asked = wire.validate(anthropic.MessagesRequest, wire.read_json(body))
@@ -76,10 +72,7 @@ async def messages(request: Request) -> Response:
 async def count_tokens(request: Request) -> Response:
     """The prompt tokens the request's messages, system and tools make on the model's
     tokenizer, as the decision would write them (400 on a backend without a tokenizer)."""
-    state: ServeState = request.app.state.lokal
-    entry = request.scope.setdefault("lokal_log", {})
-    state.authorize(request)
-    body = await turn.read_body(request, state.limits.max_body_bytes, entry)
+    state, entry, body = await turn.receive(request)
     if body is None:
         return Response(status_code=499)
     asked = wire.validate(anthropic.CountRequest, wire.read_json(body))

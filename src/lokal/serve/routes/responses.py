@@ -44,10 +44,7 @@ def _not_found(ident: str, param: str | None = None) -> wire.APIError:
 
 @router.post("/v1/responses")
 async def create(request: Request) -> Response:
-    state: ServeState = request.app.state.lokal
-    entry = request.scope.setdefault("lokal_log", {})
-    state.authorize(request)
-    body = await turn.read_body(request, state.limits.max_body_bytes, entry)
+    state, entry, body = await turn.receive(request)
     if body is None:
         return Response(status_code=499)
     asked = wire.validate(responses.ResponsesRequest, wire.read_json(body))
