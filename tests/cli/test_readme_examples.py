@@ -317,6 +317,12 @@ EXAMPLES: dict[str, Run | Covered | HelpOnly] = {
         "the command line, results.jsonl, scores and --resume are checked",
     ),
     BFCL_DOCS: Run("bfcl", note="decisions scripted, as above; run twice, the second resumes"),
+    "lokal bfcl --categories simple_python,irrelevance --pipelines staged "
+    "--outdir outputs/bfcl_eval_sp": HelpOnly(
+        "512 decisions of the bundled model (docs/benchmarks.md: the evaluation split): the "
+        "command line parses; the same command is run scripted above",
+        parsed={"categories": "simple_python,irrelevance", "split": "eval"},
+    ),
     # README: Memory and conversations; docs/memory.md
     'lokal run "My name is Ada." --conversation ada': Run(
         "conversations", extra=MOCK, note=MOCK_NOTE
