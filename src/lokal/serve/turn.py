@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette.sse import EventSourceResponse
 from starlette.requests import ClientDisconnect
 
 from lokal.config import Profile
@@ -36,6 +38,7 @@ from lokal.viewer.store import new_trace_path
 __all__ = [
     "SERVER_TOOL_ROUNDS",
     "Turn",
+    "answer",
     "call_required",
     "count_prompt_tokens",
     "decision_log",
@@ -182,6 +185,51 @@ async def start(
 
     future = loop.run_in_executor(state.executor, work)
     return Turn(future, events, cancel, others)
+
+
+async def answer(
+    state: ServeState,
+    request: Request,
+    chosen: Profile,
+    prepared: wire.Prepared,
+    entry: dict[str, Any],
+    *,
+    model: str,
+    conversation: str,
+    stream: Callable[[ContentStreamer, Turn], AsyncIterator[dict[str, str]]] | None,
+    write: Callable[[Decision, Turn], dict[str, Any]],
+) -> Response:
+    """The reply to a parsed request, the same for every API: the turn started once the
+    queue lets it, then either its events (``stream``: the API's server-sent events) or its
+    decision written by ``write`` (a 500 ``no_valid_reply`` when there is no usable one);
+    499 when the client left."""
+    streamer = ContentStreamer() if stream is not None else None
+    if streamer is not None and call_required(prepared.tool_choice):
+        streamer.live = False  # the reply will be calls: no text of it is streamed
+    started = await start(
+        state,
+        request,
+        chosen,
+        prepared,
+        entry,
+        model=model,
+        streamer=streamer,
+        conversation=conversation,
+    )
+    if started is None:
+        return Response(status_code=499)
+    if stream is not None and streamer is not None:
+        return EventSourceResponse(
+            stream(streamer, started),
+            ping=15,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    decision = await finished(request, started, entry)
+    if decision is None:
+        return Response(status_code=499)
+    if not decision.ok and wire.finish_reason(decision) != "length":
+        raise no_reply(decision)
+    return JSONResponse(write(decision, started))
 
 
 async def finished(request: Request, turn: Turn, entry: dict[str, Any]) -> Decision | None:

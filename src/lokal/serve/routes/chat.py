@@ -13,8 +13,7 @@ import threading
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
-from sse_starlette.sse import EventSourceResponse
+from fastapi.responses import Response
 
 from lokal.config import Profile
 from lokal.errors import LokalError
@@ -36,36 +35,27 @@ async def chat(request: Request) -> Response:
     entry.update(model=parsed.model, stream=bool(parsed.stream))
     chosen = state.profile(parsed.model)
     prepared = wire.prepare(parsed, chosen)
-    streamer = ContentStreamer() if prepared.stream else None
-    if streamer is not None and turn.call_required(prepared.tool_choice):
-        streamer.live = False  # the reply will be calls: no text of it is streamed
-    conversation = request.headers.get("x-lokal-conversation") or parsed.user or "serve"
-    started = await turn.start(
+    return await turn.answer(
         state,
         request,
         chosen,
         prepared,
         entry,
         model=parsed.model,
-        streamer=streamer,
-        conversation=conversation,
+        conversation=request.headers.get("x-lokal-conversation") or parsed.user or "serve",
+        stream=(
+            (
+                lambda streamer, t: _stream(
+                    parsed, chosen, prepared, streamer, t.events, t.cancel, entry
+                )
+            )
+            if prepared.stream
+            else None
+        ),
+        write=lambda decision, t: wire.completion_response(
+            decision, chosen, wire.completion_id(), t.others
+        ),
     )
-    if started is None:
-        return Response(status_code=499)
-    if streamer is not None:
-        return EventSourceResponse(
-            _stream(parsed, chosen, prepared, streamer, started.events, started.cancel, entry),
-            ping=15,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-    decision = await turn.finished(request, started, entry)
-    if decision is None:
-        return Response(status_code=499)
-    reason = wire.finish_reason(decision)
-    if not decision.ok and reason != "length":
-        raise turn.no_reply(decision)
-    reply = wire.completion_response(decision, chosen, wire.completion_id(), started.others)
-    return JSONResponse(reply)
 
 
 async def _stream(

@@ -15,7 +15,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sse_starlette.sse import EventSourceResponse
 
 from lokal.config import Profile
 from lokal.errors import LokalError
@@ -38,34 +37,23 @@ async def messages(request: Request) -> Response:
     chat = wire.parse_data(anthropic.to_chat(asked))
     chosen = state.profile(asked.model)
     prepared = wire.prepare(chat, chosen)
-    streamer = ContentStreamer() if asked.stream else None
-    if streamer is not None and turn.call_required(prepared.tool_choice):
-        streamer.live = False  # the reply will be calls: no text of it is streamed
-    conversation = request.headers.get("x-lokal-conversation") or "serve"
-    started = await turn.start(
+    return await turn.answer(
         state,
         request,
         chosen,
         prepared,
         entry,
         model=asked.model,
-        streamer=streamer,
-        conversation=conversation,
+        conversation=request.headers.get("x-lokal-conversation") or "serve",
+        stream=(
+            (lambda streamer, t: _stream(chosen, streamer, t.events, t.cancel, entry))
+            if asked.stream
+            else None
+        ),
+        write=lambda decision, t: anthropic.message_response(
+            decision, chosen, anthropic.message_id()
+        ),
     )
-    if started is None:
-        return Response(status_code=499)
-    if streamer is not None:
-        return EventSourceResponse(
-            _stream(chosen, streamer, started.events, started.cancel, entry),
-            ping=15,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-    decision = await turn.finished(request, started, entry)
-    if decision is None:
-        return Response(status_code=499)
-    if not decision.ok and wire.finish_reason(decision) != "length":
-        raise turn.no_reply(decision)
-    return JSONResponse(anthropic.message_response(decision, chosen, anthropic.message_id()))
 
 
 @router.post("/v1/messages/count_tokens")

@@ -17,7 +17,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sse_starlette.sse import EventSourceResponse
 
 from lokal.config import Profile
 from lokal.errors import LokalError
@@ -59,35 +58,22 @@ async def create(request: Request) -> Response:
     parsed = wire.parse_data(chat)
     chosen = state.profile(asked.model)
     prepared = wire.prepare(parsed, chosen)
-    streamer = ContentStreamer() if asked.stream else None
-    if streamer is not None and turn.call_required(prepared.tool_choice):
-        streamer.live = False  # the reply will be calls: no text of it is streamed
-    conversation = request.headers.get("x-lokal-conversation") or asked.user or "serve"
-    started = await turn.start(
+    reply = _Reply(state, asked, chat, chosen)
+    return await turn.answer(
         state,
         request,
         chosen,
         prepared,
         entry,
         model=asked.model,
-        streamer=streamer,
-        conversation=conversation,
+        conversation=request.headers.get("x-lokal-conversation") or asked.user or "serve",
+        stream=(
+            (lambda streamer, t: _stream(reply, streamer, t.events, t.cancel, entry))
+            if asked.stream
+            else None
+        ),
+        write=lambda decision, t: reply.complete(decision, responses.output_items(decision)),
     )
-    if started is None:
-        return Response(status_code=499)
-    reply = _Reply(state, asked, chat, chosen)
-    if streamer is not None:
-        return EventSourceResponse(
-            _stream(reply, streamer, started.events, started.cancel, entry),
-            ping=15,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-    decision = await turn.finished(request, started, entry)
-    if decision is None:
-        return Response(status_code=499)
-    if not decision.ok and wire.finish_reason(decision) != "length":
-        raise turn.no_reply(decision)
-    return JSONResponse(reply.complete(decision, responses.output_items(decision)))
 
 
 @router.get("/v1/responses/{ident}")
