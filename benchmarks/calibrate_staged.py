@@ -49,7 +49,11 @@ def _engine(backend, profile, case, tools, neutral: StagedSettings):
     messages = case["messages"]
     settings = profile.tool_calling.model_copy(update={"staged": neutral})
     selection = default_selector().select(
-        messages, tools, k=settings.preselect_k, always=settings.always
+        messages,
+        tools,
+        k=settings.preselect_k,
+        always=settings.always,
+        on_request=settings.on_request,
     )
     offered = [t for t in tools if t.name in selection.offered]
     prompt = build_prompt_messages(
@@ -72,7 +76,7 @@ def _engine(backend, profile, case, tools, neutral: StagedSettings):
     return engine, offered, selection
 
 
-def collect(profile, cases, default_tools, stage1_only: bool = False):
+def collect(profile, cases, default_tools, stage1_only: bool = False, names_only: bool = False):
     backend = get_backend(profile)
     # neutral weights: stage 1 reports the raw LM margin and similarity
     neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
@@ -98,6 +102,7 @@ def collect(profile, cases, default_tools, stage1_only: bool = False):
         if wanted and wanted[0] in engine.tools and not stage1_only:
             row["tools"] = engine.tool_scores(CALL_OPENING)
             row["want"] = wanted[0]
+        if wanted and wanted[0] in engine.tools and not (stage1_only or names_only):
             first = expect["tool_calls"][0]
             tool = engine.tools[wanted[0]]
             schema = args_schema(tool, engine.question, engine.settings, optional="mentioned")
@@ -214,31 +219,81 @@ def stage1_with_and_without(rows, folds: int = 5) -> dict:
     return out
 
 
-def fit_names(rows):
+NAME_FILE_GRID = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0)
+
+
+def _name_right(row, lm, sim, bm, file, unfillable) -> bool:
+    fused = {
+        n: lm * v["lm"]
+        + sim * v["similarity"]
+        + bm * v["bm25"]
+        + file * v.get("file", 0.0)
+        - (0.0 if v.get("fillable", True) else unfillable)
+        for n, v in row["tools"].items()
+    }
+    return max(fused, key=fused.get) == row["want"]
+
+
+def fit_names(rows, file_grid=NAME_FILE_GRID, unfillable: float = 3.0):
+    """A grid over the name stage's weights (the unfillable penalty held at the profile's);
+    ties go to the weights nearest the middle of the grid, and to the smaller file weight."""
     cases = [r for r in rows if r.get("tools")]
     best = None
     for lm in (0.0, 0.1, 0.2, 0.3, 0.5, 1.0):
         for sim in (0.0, 2.0, 5.0, 10.0, 20.0):
             for bm in (0.0, 0.5, 1.0, 2.0, 4.0):
-                right = 0
-                for r in cases:
-                    fused = {
-                        n: lm * v["lm"] + sim * v["similarity"] + bm * v["bm25"]
-                        for n, v in r["tools"].items()
-                    }
-                    right += max(fused, key=fused.get) == r["want"]
-                key = (right, -abs(lm - 0.3) - abs(sim - 5) / 10 - abs(bm - 1) / 4)
-                if best is None or key > best[0]:
-                    best = (
-                        key,
-                        {
-                            "name_lm_weight": lm,
-                            "name_similarity_weight": sim,
-                            "name_bm25_weight": bm,
-                            "accuracy": right / max(1, len(cases)),
-                        },
+                for file in file_grid:
+                    right = sum(_name_right(r, lm, sim, bm, file, unfillable) for r in cases)
+                    key = (
+                        right,
+                        -abs(lm - 0.3) - abs(sim - 5) / 10 - abs(bm - 1) / 4 - file / 100,
                     )
+                    if best is None or key > best[0]:
+                        best = (
+                            key,
+                            {
+                                "name_lm_weight": lm,
+                                "name_similarity_weight": sim,
+                                "name_bm25_weight": bm,
+                                "name_file_weight": file,
+                                "accuracy": right / max(1, len(cases)),
+                            },
+                        )
     return best[1]
+
+
+def cross_validated_names(rows, folds: int = 5, file_grid=NAME_FILE_GRID, unfillable=3.0):
+    """Accuracy of the name stage on held-out development cases (k-fold, file order)."""
+    cases = [r for r in rows if r.get("tools")]
+    right = 0
+    for fold in range(folds):
+        train = [r for i, r in enumerate(cases) if i % folds != fold]
+        test = [r for i, r in enumerate(cases) if i % folds == fold]
+        fit = fit_names(train, file_grid, unfillable)
+        weights = (
+            fit["name_lm_weight"],
+            fit["name_similarity_weight"],
+            fit["name_bm25_weight"],
+            fit["name_file_weight"],
+        )
+        right += sum(_name_right(r, *weights, unfillable) for r in test)
+    return right / max(1, len(cases))
+
+
+def names_with_and_without(rows, folds: int = 5, unfillable: float = 3.0) -> dict:
+    """In-sample and out-of-fold accuracy of the name stage with and without the named-file
+    feature: it is kept only when it raises out-of-fold accuracy."""
+    out = {}
+    for label, grid in (("with_file", NAME_FILE_GRID), ("without_file", (0.0,))):
+        fit = fit_names(rows, grid, unfillable)
+        out[label] = {
+            "in_sample": fit["accuracy"],
+            "out_of_fold": cross_validated_names(rows, folds, grid, unfillable),
+            "fit": fit,
+        }
+    keep = out["with_file"]["out_of_fold"] > out["without_file"]["out_of_fold"]
+    out["kept"] = "with_file" if keep else "without_file"
+    return out
 
 
 def fit_values(rows):
@@ -282,6 +337,26 @@ def fit_continue(rows):
     }
 
 
+def _report_compared(rows, compared: dict, out: Path, stage: str, labels) -> None:
+    """Write one stage's evidence (``features_<stage>.jsonl``) and comparison
+    (``<stage>.json``), and print in-sample and out-of-fold accuracy with and without the
+    feature, and the weights kept."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / f"features_{stage}.jsonl").open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    (out / f"{stage}.json").write_text(json.dumps(compared, indent=2) + "\n", "utf-8")
+    for label in labels:
+        got = compared[label]
+        print(
+            f"{label}: in-sample {100 * got['in_sample']:.1f} %, out-of-fold "
+            f"{100 * got['out_of_fold']:.1f} %"
+        )
+    kept = compared[compared["kept"]]["fit"]
+    print(f"kept: {compared['kept']}")
+    print("staged:", json.dumps({k: round(v, 3) for k, v in kept.items() if k != "accuracy"}))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_config", default="configs/model.yaml")
@@ -296,29 +371,28 @@ def main(argv: list[str] | None = None) -> int:
         help="answer or call only: in-sample and out-of-fold accuracy with and without the "
         "checkable signals (one scoring per case, minutes instead of an hour)",
     )
+    parser.add_argument(
+        "--names",
+        action="store_true",
+        help="answer or call and which tool only: the name stage's in-sample and out-of-fold "
+        "accuracy with and without the named-file feature (name_file_weight)",
+    )
     args = parser.parse_args(argv)
     profile = load_profile(args.model_config, args.profile, tool_calling="staged")
     cases = load_cases(args.cases)[: args.limit]
     tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
     print(f"collecting evidence on {len(cases)} development cases ({profile.name})", flush=True)
-    rows = collect(profile, cases, tools, stage1_only=args.stage1)
+    rows = collect(profile, cases, tools, stage1_only=args.stage1, names_only=args.names)
+    if args.names:
+        unfillable = profile.tool_calling.staged.name_unfillable_weight
+        compared = names_with_and_without(rows, unfillable=unfillable)
+        _report_compared(rows, compared, Path(args.out), "names", ("with_file", "without_file"))
+        return 0
     if args.stage1:
         compared = stage1_with_and_without(rows)
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with (out / "features_stage1.jsonl").open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        (out / "stage1.json").write_text(json.dumps(compared, indent=2) + "\n", "utf-8")
-        for label in ("with_signal", "without_signal"):
-            got = compared[label]
-            print(
-                f"{label}: in-sample {100 * got['in_sample']:.1f} %, out-of-fold "
-                f"{100 * got['out_of_fold']:.1f} %"
-            )
-        kept = compared[compared["kept"]]["fit"]
-        print(f"kept: {compared['kept']}")
-        print("staged:", json.dumps({k: round(v, 3) for k, v in kept.items() if k != "accuracy"}))
+        _report_compared(
+            rows, compared, Path(args.out), "stage1", ("with_signal", "without_signal")
+        )
         return 0
     compared = stage1_with_and_without(rows)
     kept = compared[compared["kept"]]

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lokal.errors import ConfigError
 
@@ -90,7 +91,9 @@ class StagedSettings(_Strict):
     tool or names one: lokal.llm.signals) + call_bias (+ results_bias once this turn has tool
     results) > 0``. Which tool: the
     largest ``name_lm_weight * log p(name) + name_similarity_weight * cosine +
-    name_bm25_weight * bm25 / best bm25``. Another call: ``continue_lm_weight * (log p(next
+    name_bm25_weight * bm25 / best bm25 + name_file_weight * (the question names a file and
+    the tool takes a path) - name_unfillable_weight * (a required path, e-mail, URL or date
+    has no value)``. Another call: ``continue_lm_weight * (log p(next
     call) - log p(end)) + continue_clause_weight * (best similarity between a part of the
     request no call has used yet and a tool not called yet) + continue_list_weight * (such a
     part is a bare list item) + continue_bias > 0``.
@@ -129,6 +132,12 @@ class StagedSettings(_Strict):
     optional_bias: float = Field(
         0.0, description="added to the per-token margin of adding an optional parameter"
     )
+    name_file_weight: float = Field(
+        0.0,
+        description="added to the fused score of a tool that takes a path when the question "
+        "names a file, before any tool result (lokal.llm.signals): 'According to "
+        "docs/guide.md, what is the calculator for?' is file_reader",
+    )
     name_unfillable_weight: float = Field(
         3.0,
         description="subtracted from the fused score of a tool with a required path, e-mail, "
@@ -164,6 +173,13 @@ def from_legacy_mode(mode: str) -> tuple[str, str | None]:
     return LEGACY_MODES[mode]
 
 
+# the memory tool writes a note the user keeps: offered when the request asks to keep something
+ON_REQUEST = {
+    "remember": r"\b(?:remember|memori[sz]e|save|store|note (?:this|that|down)|make a note|"
+    r"keep in mind|don'?t forget|do not forget|recall later)\b|记住|记下|记一下|保存",
+}
+
+
 class ToolCallingSettings(_Strict):
     """How tools reach the model (``mode``) and how its reply is judged."""
 
@@ -189,6 +205,24 @@ class ToolCallingSettings(_Strict):
         None, ge=1, description="offer only the k tools that rank best against the question"
     )
     always: tuple[str, ...] = Field((), description="tools that preselection always keeps")
+    on_request: dict[str, str] = Field(
+        default_factory=lambda: dict(ON_REQUEST),
+        description="tools offered only when the question names them, matches their pattern "
+        "(a regular expression, case-insensitive) or called them already: a tool that "
+        "changes what the user keeps, such as the memory tool `remember`, is not a tool "
+        "for 'Write a thank-you note to Tom'",
+    )
+
+    @field_validator("on_request")
+    @classmethod
+    def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, pattern in value.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"on_request.{name}: not a regular expression: {exc}") from exc
+        return value
+
     decision_budget_s: float | None = Field(
         60.0,
         gt=0,

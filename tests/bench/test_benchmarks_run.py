@@ -73,6 +73,17 @@ def _calibration_out(tmp: Path, stdout: str) -> None:
     assert {"stage1", "names", "values", "continue", "recall_at_k"} <= set(fit)
 
 
+def _calibration_names_out(tmp: Path, stdout: str) -> None:
+    rows = _lines(tmp / "calibration" / "features_names.jsonl")
+    assert len(rows) == 5
+    scored = [r for r in rows if r.get("tools")]
+    assert scored and all("file" in v for r in scored for v in r["tools"].values())
+    compared = json.loads((tmp / "calibration" / "names.json").read_text("utf-8"))
+    assert compared["kept"] in ("with_file", "without_file")
+    for label in ("with_file", "without_file"):
+        assert 0.0 <= compared[label]["out_of_fold"] <= 1.0
+
+
 def _parallel_timing(tmp: Path, stdout: str) -> None:
     # two calls that each sleep 200 ms: one after the other cannot take less than 400 ms
     serial = float(re.search(r"serial (\d+\.\d+) s", stdout).group(1))
@@ -156,6 +167,22 @@ SMOKES = [
             env=ONE_THREAD,
         ),
         id="calibrate_staged",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "calibrate_staged.py",
+            ("--names", "--limit", "5", "--out", "{tmp}/calibration"),
+            (
+                r"^with_file: in-sample \d+\.\d %, out-of-fold \d+\.\d %$",
+                r"^without_file: in-sample \d+\.\d %, out-of-fold \d+\.\d %$",
+                r'^staged: \{"name_lm_weight": .*"name_file_weight": \d',
+            ),
+            timeout=180,
+            check=_calibration_names_out,
+            env=ONE_THREAD,
+        ),
+        id="calibrate_staged_names",
         marks=MODEL,
     ),
     pytest.param(

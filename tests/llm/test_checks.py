@@ -165,3 +165,38 @@ def test_sentences_that_add_something_are_kept():
         "Model - reads the conversation.\nTools - functions the model can call.",
     ):
         assert restated(text) == (text, [])
+
+
+def test_an_answer_that_only_repeats_the_questions_numbers_is_retried():
+    # "What is 17 * 23 + 4?" answered "17 * 23 + 4" after the calculator returned 395
+    ctx = AnswerContext(question="What is 17 * 23 + 4?", sources=["result: 395"])
+    _, findings = check_answer("17 * 23 + 4", ctx)
+    assert actions(findings) == [("result_left_out", "retry")]
+    assert "395" in findings[0].detail
+    # "Work out 2.5 * 40 for me." answered "2.5"; "36 / 4" answered "36"
+    ctx = AnswerContext(question="Work out 2.5 * 40 for me.", sources=["result: 100"])
+    assert actions(check_answer("2.5", ctx)[1]) == [("result_left_out", "retry")]
+    assert check_answer("2.5 * 40 = 100", ctx)[1] == []
+    # "144 / 12 - 3" answered "144.0000000000000001" (the question's 144, not the result 9)
+    ctx = AnswerContext(question="Compute 144 divided by 12, minus 3.", sources=["result: 9"])
+    assert actions(check_answer("144.0000000000000001", ctx)[1]) == [("result_left_out", "retry")]
+    # an answer without numbers, or a document full of numbers, is not this check's business
+    assert check_answer("The calculator returned a value.", ctx)[1] == []
+    # an answer that adds a name is not a copy of the question
+    ctx = AnswerContext(question="Who won the 2022 final?", sources=["Argentina won 4-2"])
+    assert check_answer("Argentina won the 2022 final.", ctx)[1] == []
+    table = "region,units\nEast,52\nWest,49\nNorth,38\nSouth,70"
+    ctx = AnswerContext(question="Which of the 4 regions sold most?", sources=[table])
+    assert check_answer("South, one of the 4 regions.", ctx)[1] == []
+
+
+def test_an_answer_that_says_the_question_back_is_retried():
+    # "中国的首都是哪里？" answered "中国的首都是哪里？"; "请告诉我中国首都的名字。" with itself
+    ctx = AnswerContext(question="中国的首都是哪里？")
+    assert actions(check_answer("中国的首都是哪里？", ctx)[1]) == [("question_echo", "retry")]
+    ctx = AnswerContext(question="请告诉我中国首都的名字。")
+    assert actions(check_answer("请告诉我中国首都的名字；", ctx)[1]) == [("question_echo", "retry")]
+    # said back, then answered: the echo goes, the answer stays
+    ctx = AnswerContext(question="What is the capital of France?")
+    kept, findings = check_answer("What is the capital of France? It is Paris.", ctx)
+    assert kept == "It is Paris." and actions(findings) == [("question_echo", "trimmed")]

@@ -6,6 +6,7 @@ import pytest
 
 from lokal.llm.staged.candidates import (
     boolean_cue,
+    formula_candidates,
     implied_numbers,
     iso_dates,
     number_candidates,
@@ -151,3 +152,68 @@ def test_a_boolean_the_question_cues_is_chosen_whatever_the_model_prefers():
         )
         result = ask(question, backend, profile=staged_profile(), tools=[tool])
         assert result["ai_message"]["tool_calls"][0]["args"]["include_tax"] is wanted
+
+
+@pytest.mark.parametrize(
+    "text, formulas",
+    [
+        # the development pairs' arithmetic, which called the calculator with "2.5" or "36"
+        ("Work out 2.5 * 40 for me.", ["2.5 * 40"]),
+        ("How much is 2.5 times 40?", ["2.5 * 40"]),
+        ("Compute 144 divided by 12, minus 3.", ["144 / 12 - 3"]),
+        ("请计算 36 除以 4。", ["36 / 4"]),
+        ("Use the calculator tool to add 1234 and 4321.", ["1234 + 4321"]),
+        ("subtract 3 from 10", ["10 - 3"]),
+        ("What is 2 to the power of 10?", ["2 ** 10"]),
+        ("What is (3 + 4) * 2?", ["(3 + 4) * 2"]),
+        ("Over 100 units were sold in 2023.", []),
+        ("What is sqrt(2) * sin(pi / 4)?", []),  # not cut into "(2) * sin("
+    ],
+)
+def test_formula_candidates(text, formulas):
+    assert formula_candidates(text) == formulas
+
+
+def test_an_expression_parameter_takes_the_whole_expression():
+    # "Work out 2.5 * 40 for me." called calculator(expression="2.5"): the model preferred
+    # the shorter span; an expression parameter takes whole expressions when there are some
+    from helpers import MODEL_CONFIG
+    from lokal.config import load_profile
+    from lokal.llm.backends.scripted import ScriptedBackend
+    from lokal.llm.decide import generate_ai_message
+    from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
+
+    calculator = {
+        "name": "calculator",
+        "description": "Calculate an arithmetic expression.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "expression": {"type": "string", "description": "The arithmetic expression."}
+            },
+            "required": ["expression"],
+        },
+    }
+
+    def score(prefix, continuation):
+        if continuation.startswith(CALL_OPENING):
+            return 0.0
+        if continuation.startswith(ANSWER_OPENING):
+            return -9.0
+        return 0.0 if continuation.startswith(('"2.5"', "calculator")) else -5.0
+
+    profile = load_profile(MODEL_CONFIG).with_tool_calling(
+        mode="staged", preselect_k=None, staged={"generated_values": False}
+    )
+    for question, expression in (
+        ("Work out 2.5 * 40 for me.", "2.5 * 40"),
+        ("How much is 2.5 times 40?", "2.5 * 40"),
+        ("What is the square root of 2.5?", "2.5"),  # no expression stated: spans compete
+    ):
+        result = generate_ai_message(
+            profile,
+            [{"role": "user", "content": question}],
+            [calculator],
+            backend=ScriptedBackend(scorer=score),
+        )
+        assert result.ai_message["tool_calls"][0]["args"] == {"expression": expression}

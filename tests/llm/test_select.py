@@ -131,3 +131,44 @@ def test_question_vectors_are_cached_and_load_prepares_the_model(tools):
     # every decision of a run (and every tool turn of a served conversation) asks again
     assert selector.rank("one question", tools) == first
     assert calls == [16, len(tools), 1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "offered"),
+    [
+        # issue 20's greeting and the paraphrase pairs' thank-you notes called `remember`
+        ("Write a one-line thank-you note to Tom.", False),
+        ("Thank Tom in a single short sentence.", False),
+        ("Write a short greeting for Sam.", False),
+        ("Remember that the staging server is called tortoise.", True),
+        ("Please save this for later: my locker is number 42.", True),
+        ("Note down that the review moved to Monday.", True),
+        ("记住：我的名字是 Ada。", True),
+    ],
+)
+def test_the_memory_tool_is_offered_only_when_asked_for(selector, tools, question, offered):
+    from lokal.config import ON_REQUEST
+    from lokal.memory.store import Memory, remember_tool
+
+    memory = Memory.__new__(Memory)  # the tool's schema only; it is never called here
+    with_memory = [*tools, remember_tool(memory)]
+    messages = [{"role": "user", "content": question}]
+    for k in (4, None):
+        selection = selector.select(messages, with_memory, k=k, on_request=ON_REQUEST)
+        assert ("remember" in selection.offered) is offered
+        assert ("remember" in selection.held) is not offered
+        assert ("held" in selection.to_dict()) is not offered
+    # without on_request the tool competes like any other
+    selection = selector.select(messages, with_memory, k=None)
+    assert "remember" in selection.offered and not selection.held
+
+
+def test_an_on_request_pattern_that_is_not_a_regex_is_a_config_error():
+    from pydantic import ValidationError
+
+    from lokal.config import ToolCallingSettings
+
+    with pytest.raises(ValidationError, match=r"on_request\.remember"):
+        ToolCallingSettings(on_request={"remember": "(unclosed"})
+    assert "remember" in ToolCallingSettings().on_request

@@ -9,7 +9,13 @@ from test_staged import ask, scorer, staged_profile
 from helpers import basic_tools
 from lokal.bench.pairs import first_decision, pair_agreement
 from lokal.llm.backends.scripted import ScriptedBackend
-from lokal.llm.signals import asks_for_a_tool, names_a_file, names_a_tool, question_signals
+from lokal.llm.signals import (
+    asks_for_a_tool,
+    names_a_file,
+    names_a_tool,
+    question_signals,
+    takes_a_path,
+)
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
 from lokal.tools.schema import tool_specs
 
@@ -123,3 +129,9 @@ def test_the_first_decision_of_a_run():
     assert first_decision([{"role": "assistant", "content": "hi", "tool_calls": []}]) == "answer"
     two = [{"role": "assistant", "tool_calls": [call, {**call, "name": "a"}]}]
     assert first_decision(two) == "a+calculator"
+
+
+def test_takes_a_path_reads_the_parameter_names():
+    by_name = {t.name: t for t in TOOLS}
+    assert takes_a_path(by_name["file_reader"])
+    assert not takes_a_path(by_name["calculator"])

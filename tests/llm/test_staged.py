@@ -221,6 +221,27 @@ def test_a_file_question_that_names_no_file_is_a_search_not_a_read():
     assert result["ai_message"]["tool_calls"][0]["name"] == "file_reader"
 
 
+def test_a_named_file_lifts_the_tools_that_take_a_path():
+    # "According to docs/agent_guide.md, what is the calculator for?" called the calculator:
+    # the model (here the scripted name scores) prefers the tool the question talks about
+    def score(prefix, continuation):
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": -0.2}
+        table["file_reader"] = -1.5
+        return scorer(table)(prefix, continuation)
+
+    question = "According to docs/agent_guide.md, what is the calculator for?"
+    without = ask(question, ScriptedBackend(scorer=score), staged_profile(name_file_weight=0.0))
+    assert without["ai_message"]["tool_calls"][0]["name"] == "calculator"
+    profile = staged_profile(name_file_weight=2.0)
+    result = ask(question, ScriptedBackend(scorer=score), profile)
+    assert result["ai_message"]["tool_calls"][0]["name"] == "file_reader"
+    scores = result["attempts"][0]["staged"]["calls"][0]["scores"]
+    assert scores["file_reader"]["file"] == 1.0 and scores["calculator"]["file"] == 0.0
+    # no file named: the weight does nothing
+    result = ask("What is the calculator for?", ScriptedBackend(scorer=score), profile)
+    assert result["ai_message"]["tool_calls"][0]["name"] == "calculator"
+
+
 def test_summary_questions_keep_the_default_operation():
     from lokal.llm.staged import args_schema
     from lokal.skills.builtin import builtin_tools
@@ -422,3 +443,31 @@ def test_array_bounds_come_from_the_question():
     )
     schema = args_schema(capped, question + " n", staged_profile().tool_calling)
     assert schema["properties"]["n"]["maxItems"] == 3  # the schema's own bound still holds
+
+
+REMEMBER_TOOL = {
+    "name": "remember",
+    "description": "Save a short note to long-term memory, to be recalled in later conversations.",
+    "parameters": {
+        "type": "object",
+        "properties": {"note": {"type": "string", "description": "the fact, in one sentence."}},
+        "required": ["note"],
+    },
+}
+
+
+@pytest.mark.slow
+def test_the_memory_tool_is_held_back_when_the_request_does_not_ask_to_keep_anything():
+    # the paraphrase pairs' "Write a one-line thank-you note to Tom" saved a note; here the
+    # scripted model would call `remember` whenever it is on offer
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "remember": 0.0, '"': -1.0}
+    question = "Write a one-line thank-you note to Tom."
+    backend = ScriptedBackend(["Thank you, Tom!"], scorer=scorer(table))
+    result = ask(question, backend, tools=[REMEMBER_TOOL])
+    assert result["ai_message"]["tool_calls"] == []
+    assert result["selection"]["held"] == ["remember"]
+    # asked to keep something, the tool is on offer and the same scores call it
+    backend = ScriptedBackend(scorer=scorer(table))
+    result = ask("Remember that Tom likes tea.", backend, tools=[REMEMBER_TOOL])
+    assert [c["name"] for c in result["ai_message"]["tool_calls"]] == ["remember"]
+    assert "held" not in result["selection"]

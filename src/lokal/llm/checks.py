@@ -380,6 +380,47 @@ def _check_contradiction(text: str, ctx: AnswerContext) -> tuple[str, Finding | 
     )
 
 
+def _check_result_left_out(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """An answer that adds nothing to the question (its numbers and words all come from it)
+    when the tool results computed a value the question does not hold leaves the result
+    out: "Work out 2.5 * 40" answered "2.5", "17 * 23 + 4" after ``result: 395``. Asked for
+    again. Only for short results (at most three new numbers: a computation, a count), not
+    for a document that holds many; "Argentina won the 2022 cup" adds a name, and passes."""
+    if not ctx.sources:
+        return text, None
+    numbers, _ = _values(text)
+    question_numbers, _ = _values(ctx.question)
+    computed = _values("\n".join(ctx.sources))[0] - question_numbers
+    if not numbers or not computed or len(computed) > 3 or not numbers <= question_numbers:
+        return text, None
+    if {w for w in _content_words(text) - _content_words(ctx.question) if not w.isdigit()}:
+        return text, None
+    shown = ", ".join(sorted(computed))
+    return text, Finding(
+        "result_left_out",
+        "retry",
+        f"the answer repeats the question's numbers but not the result ({shown}); "
+        "answer with the value the tool returned",
+    )
+
+
+def _check_question_echo(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """Sentences that repeat the question are dropped ("中国的首都是哪里？" answered with
+    itself); an answer that is nothing else is asked for again."""
+    asked = _norm(ctx.question)
+    if not asked:
+        return text, None
+    kept = [p for p in _pieces(text) if _norm(p) != asked]
+    if len(kept) == len(_pieces(text)):
+        return text, None
+    rest = _join(kept)
+    if _WORD.search(rest):
+        return rest, Finding("question_echo", "trimmed", "dropped the question said back")
+    return text, Finding(
+        "question_echo", "retry", "the answer repeats the question; answer it instead"
+    )
+
+
 def stutter(text: str, *, min_words: int = 3) -> str | None:
     """A phrase of ``min_words``+ words said twice within one sentence ("the most relevant
     data is the most relevant data"), or None."""
@@ -508,7 +549,9 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("repeated_block", _check_repeats),
     ("restated", _check_restated),
     ("echoed_context", _check_echo),
+    ("question_echo", _check_question_echo),
     ("contradiction", _check_contradiction),
+    ("result_left_out", _check_result_left_out),
     ("stutter", _check_stutter),
     ("glued_words", _check_glued),
     ("unfinished", _check_unfinished),

@@ -330,7 +330,11 @@ def _preselect(
     if not tools or (settings.preselect_k is None and not staged):
         return None
     return default_selector().select(
-        messages, tools, k=settings.preselect_k, always=settings.always
+        messages,
+        tools,
+        k=settings.preselect_k,
+        always=settings.always,
+        on_request=settings.on_request,
     )
 
 

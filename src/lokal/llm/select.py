@@ -11,8 +11,10 @@ name, description and parameter names, the same two that ``lokal rag`` uses for 
 
 Both rankings are fused by reciprocal rank fusion. Tools named in the question, tools already
 called since the question, and tools the profile marks ``always`` stay on offer whatever their
-rank. The selection depends only on the question and those sets, so every decision of one run
-sees the same tools, and a backend's prompt cache keeps working from step to step.
+rank. Tools the profile lists ``on_request`` (the memory tool ``remember``) are offered only
+when the question asks for them: saving a note is not a way to write one for Tom. The
+selection depends only on the question and those sets, so every decision of one run sees the
+same tools, and a backend's prompt cache keeps working from step to step.
 
 ``Selection.similarity`` (the best cosine of an offered tool) also tells the staged decision
 how close the question is to any tool at all (see ``lokal.llm.staged``).
@@ -98,6 +100,7 @@ class Selection:
     k: int | None
     dense: bool = True
     notes: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # on-request tools the question did not ask for
 
     @property
     def similarity(self) -> float:
@@ -134,6 +137,7 @@ class Selection:
             "query": self.query[:500],
             "k": self.k,
             "offered": self.offered,
+            **({"held": self.held} if self.held else {}),
             "dense": self.dense,
             "ranking": [
                 {
@@ -347,9 +351,12 @@ class ToolSelector:
         *,
         k: int | None,
         always: Iterable[str] = (),
+        on_request: dict[str, str] | None = None,
     ) -> Selection:
         """Rank ``tools`` against the last user message; offer the top ``k``
-        plus the tools named in it, called since it, or marked ``always``."""
+        plus the tools named in it, called since it, or marked ``always``. A tool of
+        ``on_request`` (name: pattern) is offered only when it is one of those or the
+        question matches its pattern (case-insensitive); otherwise it is ``held``."""
         query = last_user_text(messages)
         ranking, dense = self.rank(query, tools)
         called = set(called_since_question(messages))
@@ -365,13 +372,21 @@ class ToolSelector:
         ranking = [
             ToolScore(s.name, s.score, s.similarity, s.bm25, pinned.get(s.name)) for s in ranking
         ]
-        if k is None or k >= len(ranking):
-            offered = [s.name for s in ranking]
+        held = [
+            s.name
+            for s in ranking
+            if s.name in (on_request or {})
+            and s.name not in pinned
+            and not re.search(on_request[s.name], query, re.IGNORECASE)
+        ]
+        candidates = [s for s in ranking if s.name not in held]
+        if k is None or k >= len(candidates):
+            offered = [s.name for s in candidates]
         else:
-            top = {s.name for s in ranking[:k]}
-            offered = [s.name for s in ranking if s.name in top or s.name in pinned]
+            top = {s.name for s in candidates[:k]}
+            offered = [s.name for s in candidates if s.name in top or s.name in pinned]
         notes = [self._dense_error] if self._dense_error else []
-        return Selection(query, offered, ranking, k, dense, notes)
+        return Selection(query, offered, ranking, k, dense, notes, held)
 
 
 _DEFAULT: ToolSelector | None = None

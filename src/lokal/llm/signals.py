@@ -12,7 +12,9 @@ The model's opening margin and the question's similarity to the tools change wit
 
 Each is a plain function of the question's text and the tools' names and parameters. The
 staged engine adds ``signal_weight`` to its call margin when any of them holds
-(docs/decisions.md, "Answer or call").
+(docs/decisions.md, "Answer or call"), and ``name_file_weight`` to the name score of each tool
+that takes a path when the question names a file ("According to docs/guide.md, what is the
+calculator for?" is a question for the file, whatever else it names).
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["asks_for_a_tool", "names_a_file", "names_a_tool", "question_signals"]
+__all__ = [
+    "asks_for_a_tool",
+    "names_a_file",
+    "names_a_tool",
+    "question_signals",
+    "takes_a_path",
+]
 
 _EXTENSIONS = (
     "txt|md|csv|tsv|json|jsonl|yaml|yml|toml|ini|cfg|log|pdf|py|js|ts|html|htm|xml|xlsx|xls"
@@ -94,10 +102,15 @@ def names_a_tool(question: str, tools: Iterable[Any]) -> list[str]:
     return named
 
 
+def takes_a_path(tool: Any) -> bool:
+    """Whether the tool has a parameter named for a path or file (``path``, ``file_path``)."""
+    return any(_PATH_PARAM.search(p) for p in _parameters(tool))
+
+
 def question_signals(question: str, tools: Iterable[Any]) -> dict[str, bool]:
     """Which checkable signals of a call the question holds, given the tools on offer."""
     tools = list(tools)
-    takes_path = any(_PATH_PARAM.search(p) for t in tools for p in _parameters(t))
+    takes_path = any(takes_a_path(t) for t in tools)
     return {
         "file": takes_path and bool(names_a_file(question)),
         "asked": asks_for_a_tool(question),

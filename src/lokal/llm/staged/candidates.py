@@ -31,14 +31,17 @@ from typing import Any
 from lokal.llm.select import name_words
 
 __all__ = [
+    "EXPRESSION",
     "FORMATS",
     "FORMAT_WORDS",
     "MAX_LIST_ITEMS",
     "QUOTED",
     "boolean_cue",
     "clauses",
+    "formula_candidates",
     "implied_numbers",
     "inferred_format",
+    "is_expression",
     "iso_dates",
     "leaf_strings",
     "list_bound",
@@ -49,6 +52,7 @@ __all__ = [
     "text_spans",
     "unit_numbers",
     "value_kinds",
+    "wants_expression",
 ]
 
 _EDGE = ".,;:!?。，；：！？()[]{}<>\"'“”‘’「」"
@@ -400,3 +404,59 @@ def boolean_cue(name: str, text: str) -> bool | None:
     if re.search(rf"\b{_WITH}{thing}", folded):
         return True
     return None
+
+
+# --- arithmetic expressions --------------------------------------------------------------------
+
+# a whole value that is an arithmetic expression ("2.5 * 40", "144 / 12 - 3")
+EXPRESSION = re.compile(rf"^(?:{_FORMULA.pattern})$")
+_EXPRESSION_WORDS = re.compile(r"\bexpression|\bformula\b", re.IGNORECASE)
+_N = r"(-?\d+(?:\.\d+)?)"
+# requests worded as verbs: "add 1234 and 4321", "subtract 3 from 10"
+_VERB_FORMS = (
+    (rf"\badd\s+{_N}\s+(?:and|to)\s+{_N}", r"\1 + \2"),
+    (rf"\b(?:sum|total)\s+of\s+{_N}\s+and\s+{_N}", r"\1 + \2"),
+    (rf"\bmultiply\s+{_N}\s+(?:by|and|with)\s+{_N}", r"\1 * \2"),
+    (rf"\bproduct\s+of\s+{_N}\s+and\s+{_N}", r"\1 * \2"),
+    (rf"\bdivide\s+{_N}\s+by\s+{_N}", r"\1 / \2"),
+    (rf"\bsubtract\s+{_N}\s+from\s+{_N}", r"\2 - \1"),
+)
+# operators in words, English and Chinese
+_OPERATOR_WORDS = (
+    (r"\bto\s+the\s+power\s+of\b|\braised\s+to\b", " ** "),
+    (r"\b(?:times|multiplied\s+by)\b|乘以|乘", " * "),
+    (r"\bdivided\s+by\b|除以", " / "),
+    (r"\bplus\b|加上", " + "),
+    (r"\bminus\b|减去", " - "),
+)
+
+
+def wants_expression(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a string parameter asks for an arithmetic expression (``expression``, "The
+    arithmetic expression to evaluate", "formula")."""
+    return bool(_EXPRESSION_WORDS.search(f"{name_words(name)} {spec.get('description') or ''}"))
+
+
+def formula_candidates(text: str) -> list[str]:
+    """The arithmetic expressions ``text`` states, with operators in words written as
+    symbols: "2.5 times 40" → ``2.5 * 40``, "144 divided by 12, minus 3" → ``144 / 12 - 3``,
+    "add 1234 and 4321" → ``1234 + 4321``, "36 除以 4" → ``36 / 4``."""
+    rewritten = text
+    for pattern, replacement in _VERB_FORMS:
+        rewritten = re.sub(pattern, replacement, rewritten, flags=re.IGNORECASE)
+    for pattern, symbol in _OPERATOR_WORDS:
+        rewritten = re.sub(pattern, symbol, rewritten, flags=re.IGNORECASE)
+    rewritten = re.sub(r"\s*[,，]\s*(?=(?:\*\*|[-+*/])\s)", " ", rewritten)
+    out: list[str] = []
+    for match in _FORMULA.finditer(rewritten):
+        formula = " ".join(match.group(0).split()).rstrip(".")
+        if is_expression(formula) and formula not in out:
+            out.append(formula)
+    return out
+
+
+def is_expression(value: str) -> bool:
+    """Whether ``value`` is a whole arithmetic expression with balanced brackets."""
+    return bool(EXPRESSION.match(value)) and all(
+        value.count(a) == value.count(b) for a, b in ("()", "[]")
+    )

@@ -53,14 +53,16 @@ from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.select import Selection, default_selector, name_words
-from lokal.llm.signals import question_signals
+from lokal.llm.signals import names_a_file, question_signals, takes_a_path
 from lokal.llm.staged.candidates import (
     FORMAT_WORDS,
     FORMATS,
     QUOTED,
     boolean_cue,
     clauses,
+    formula_candidates,
     inferred_format,
+    is_expression,
     iso_dates,
     leaf_strings,
     list_bound,
@@ -68,6 +70,7 @@ from lokal.llm.staged.candidates import (
     text_numbers,
     text_spans,
     value_kinds,
+    wants_expression,
 )
 from lokal.messages import call_key
 from lokal.tools.schema import ToolSpec, schema_validator
@@ -490,22 +493,28 @@ class StagedEngine:
             scored = {}
         top_bm25 = max((scored[n].bm25 for n in names if n in scored), default=0.0)
         s = self.staged
+        # a file the question names is a checkable signal for the tools that read paths, as in
+        # stage 1: before any result (then the file has been acted on)
+        names_file = not self.has_results and bool(names_a_file(self.question))
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
             ranked = scored.get(name)
             similarity = ranked.similarity if ranked else 0.0
             bm25 = ranked.bm25 / top_bm25 if ranked and top_bm25 > 0 else 0.0
             fillable = self.fillable(name)
+            file = float(names_file and takes_a_path(self.tools[name]))
             fused = (
                 s.name_lm_weight * lm_score
                 + s.name_similarity_weight * similarity
                 + s.name_bm25_weight * bm25
+                + s.name_file_weight * file
                 - (0.0 if fillable else s.name_unfillable_weight)
             )
             out[name] = {
                 "lm": lm_score,
                 "similarity": similarity,
                 "bm25": bm25,
+                "file": file,
                 "fillable": fillable,
                 "fused": fused,
             }
@@ -614,6 +623,9 @@ class StagedEngine:
         elif kinds and kinds <= {"string", "null"}:
             for source in sources:
                 values += [v for v in text_spans(source) if v not in values]
+            if wants_expression(self._param_name, spec):
+                # "2.5 times 40" offered as "2.5 * 40" too (lokal.llm.staged.candidates)
+                values += [f for s in sources for f in formula_candidates(s) if f not in values]
             if inferred_format(self._param_name, spec) == "date":
                 # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
@@ -634,6 +646,12 @@ class StagedEngine:
         if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
             # a path, e-mail, date or URL parameter takes only values of that shape
             values = [v for v in values if isinstance(v, str) and shape.search(v)]
+        if wants_expression(self._param_name, spec) and any(
+            isinstance(v, str) and is_expression(v) for v in values
+        ):
+            # an expression parameter takes whole expressions when the question states one:
+            # "2.5" is a number of "2.5 * 40", not the calculation asked for
+            values = [v for v in values if isinstance(v, str) and is_expression(v)]
         cap = getattr(self.staged, "max_candidates", _MAX_CANDIDATES)
         if len(values) > cap:
             quoted = {
