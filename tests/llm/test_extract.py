@@ -91,3 +91,24 @@ def test_a_selected_note_answers_when_the_model_cannot():
         "The staging server is called tortoise.\n\n(quoted from memory)"
     )
     assert "stops mid-sentence" in result.parse["model_failed"]["message"]
+
+
+def test_a_search_hit_and_a_table_row_are_one_passage_each():
+    # "Which files in the workspace mention Gizmo?" extracted "files_matched: 1": the hit's
+    # path and snippet were separate passages, and the count matched the question better
+    from helpers import DATA
+    from lokal.skills.builtin import builtin_tools
+
+    tools = {t.name: t for t in builtin_tools(DATA / "workspace")}
+    hits = tools["local_file_search"](query="Gizmo")
+    messages = read_turn("Which files in the workspace mention Gizmo?", hits)
+    messages[1]["tool_calls"][0].update(name="local_file_search", args={"query": "Gizmo"})
+    texts = [p.text for p in result_passages(messages)]
+    (hit,) = [t for t in texts if "Gizmo" in t]
+    assert hit.startswith("path: data/sales.csv") and "snippet: East,Gizmo" in hit
+    assert "query: Gizmo" not in texts  # the call's own argument is not evidence
+    totals = tools["table_analyzer"](
+        path="data/sales.csv", operation="groupby", group_by="region", column="units"
+    )
+    texts = [p.text for p in result_passages(read_turn("Units per region?", totals))]
+    assert "region: South, sum_units: 70" in texts  # the region stays with its total

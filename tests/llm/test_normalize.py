@@ -200,7 +200,7 @@ def test_an_expression_parameter_takes_the_whole_expression():
             return 0.0
         if continuation.startswith(ANSWER_OPENING):
             return -9.0
-        return 0.0 if continuation.startswith(('"2.5"', "calculator")) else -5.0
+        return 0.0 if continuation.startswith(('"2.5"', '"2.5 / 12"', "calculator")) else -5.0
 
     profile = load_profile(MODEL_CONFIG).with_tool_calling(
         mode="staged", preselect_k=None, staged={"generated_values": False}
@@ -209,6 +209,7 @@ def test_an_expression_parameter_takes_the_whole_expression():
         ("Work out 2.5 * 40 for me.", "2.5 * 40"),
         ("How much is 2.5 times 40?", "2.5 * 40"),
         ("What is the square root of 2.5?", "2.5"),  # no expression stated: spans compete
+        ("What is 2.5 / 12 - 3?", "2.5 / 12 - 3"),  # not its part "2.5 / 12"
     ):
         result = generate_ai_message(
             profile,

@@ -1,7 +1,8 @@
 """Evidence: the passages of tool results that answer the question.
 
-A tool result is cut into short passages (``key: value`` for scalars, the sentences and list
-items of long text, a list's lead line with the heads of its items); the passages closest to
+A tool result is cut into short passages (``key: value`` for scalars, a list's flat records
+whole, the sentences and list items of long text, a list's lead line with the heads of its
+items); the passages closest to
 the question are found by BM25 then ranked by the embedding model (the selector's MiniLM).
 The answer prompt shows them below the results (``Most relevant: ...``), and the extractive
 fallback (``lokal.llm.extract``) answers with one of them when the model's replies fail the
@@ -68,9 +69,31 @@ def text_passages(text: str) -> list[str]:
     return list(dict.fromkeys(passages))
 
 
+_MAX_RECORD = 240
+
+
+def _record(item: Any, echoes: set[str]) -> str | None:
+    """A list item that is a flat record (a search hit, a table row) as one passage, its
+    fields together ("path: data/sales.csv, line: 4, snippet: East,Gizmo,8,7.25"): the file
+    a hit is in and the region a total belongs to stay with their values. None for
+    anything else, or a record too long to be a passage."""
+    if not isinstance(item, dict) or not item:
+        return None
+    if any(isinstance(v, dict | list) for v in item.values()):
+        return None
+    fields = [
+        f"{k}: {str(v).strip()}"
+        for k, v in item.items()
+        if v is not None and not isinstance(v, bool) and str(v).strip() not in echoes
+    ]
+    text = ", ".join(fields)
+    return text if fields and len(text) <= _MAX_RECORD else None
+
+
 def _result_passages(output: Any, echoes: set[str]) -> list[str]:
-    """Short passages of a tool output: ``key: value`` for scalars, lines and sentences of
-    long strings. Values that only echo the call's arguments are left out."""
+    """Short passages of a tool output: ``key: value`` for scalars, a flat record of a list
+    (a search hit, a table row) whole, lines and sentences of long strings. Values that only
+    echo the call's arguments are left out."""
     passages: list[str] = []
 
     def walk(value: Any, key: str) -> None:
@@ -79,7 +102,11 @@ def _result_passages(output: Any, echoes: set[str]) -> list[str]:
                 walk(v, str(k))
         elif isinstance(value, list):
             for item in value[:50]:
-                walk(item, key)
+                record = _record(item, echoes)
+                if record is not None:
+                    passages.append(record)
+                else:
+                    walk(item, key)
         elif value is None or isinstance(value, bool):
             return
         else:

@@ -651,7 +651,9 @@ class StagedEngine:
         ):
             # an expression parameter takes whole expressions when the question states one:
             # "2.5" is a number of "2.5 * 40", not the calculation asked for
-            values = [v for v in values if isinstance(v, str) and is_expression(v)]
+            whole = [v for v in values if isinstance(v, str) and is_expression(v)]
+            # and the longest: "144 / 12" is a part of "144 / 12 - 3", not what was asked
+            values = [v for v in whole if not any(v != w and v in w for w in whole)]
         cap = getattr(self.staged, "max_candidates", _MAX_CANDIDATES)
         if len(values) > cap:
             quoted = {
