@@ -323,6 +323,12 @@ EXAMPLES: dict[str, Run | Covered | HelpOnly] = {
         "command line parses; the same command is run scripted above",
         parsed={"categories": "simple_python,irrelevance", "split": "eval"},
     ),
+    "lokal bfcl --categories multiple --pipelines staged "
+    "--outdir outputs/bfcl_eval_multiple": HelpOnly(
+        "160 decisions of the bundled model (docs/benchmarks.md: the evaluation split): the "
+        "command line parses; the same command is run scripted above",
+        parsed={"categories": "multiple", "split": "eval"},
+    ),
     # README: Memory and conversations; docs/memory.md
     'lokal run "My name is Ada." --conversation ada': Run(
         "conversations", extra=MOCK, note=MOCK_NOTE

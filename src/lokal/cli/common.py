@@ -130,9 +130,12 @@ def write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--model_config``, ``--profile`` (also spelled ``--model_name``) and
-    ``--tool_calling``; the profile lands in ``args.model_name``."""
+def add_profile_arguments(
+    parser: argparse.ArgumentParser,
+    profile_help: str = "a named profile of model.yaml (--model_name is the same option)",
+) -> None:
+    """``--model_config`` and ``--profile`` (also spelled ``--model_name``); the profile
+    lands in ``args.model_name``."""
     parser.add_argument(
         "--model_config", default=None, help="model.yaml (default configs/model.yaml)"
     )
@@ -142,8 +145,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         dest="model_name",
         default=None,
         metavar="NAME",
-        help="a named profile of model.yaml (--model_name is the same option)",
+        help=profile_help,
     )
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The profile options (``add_profile_arguments``), ``--tool_calling`` and
+    ``--backend``."""
+    add_profile_arguments(parser)
     parser.add_argument(
         "--tool_calling",
         "--tool-calling",

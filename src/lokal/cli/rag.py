@@ -12,6 +12,7 @@ from lokal.cli.common import (
     EXIT_NO_ANSWER,
     add_command,
     add_model_arguments,
+    add_profile_arguments,
     profile_from_args,
     require_text,
 )
@@ -35,20 +36,8 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_profile_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--model_config`` and ``--profile``: whose ``embeddings:`` section says how the
-    local MiniLM runs (``rag ask`` has them with the rest of its model options)."""
-    parser.add_argument(
-        "--model_config", default=None, help="model.yaml (default configs/model.yaml)"
-    )
-    parser.add_argument(
-        "--profile",
-        "--model_name",
-        dest="model_name",
-        default=None,
-        metavar="NAME",
-        help="a named profile of model.yaml, for its embeddings: section (how MiniLM runs)",
-    )
+# how the local MiniLM runs, for the commands without the rest of the model options
+PROFILE_HELP = "a named profile of model.yaml, for its embeddings: section (how MiniLM runs)"
 
 
 def embedding_settings_from_args(args: argparse.Namespace):
@@ -149,7 +138,7 @@ def _rag_arguments(parser: argparse.ArgumentParser) -> None:
     for p in (index, ask, search, sub.choices["stats"], evaluate):
         add_store_arguments(p)
     for p in (index, search, evaluate):
-        add_profile_arguments(p)
+        add_profile_arguments(p, PROFILE_HELP)
 
 
 def check_rag_inputs(args: argparse.Namespace) -> None:
