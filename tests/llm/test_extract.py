@@ -112,3 +112,22 @@ def test_a_search_hit_and_a_table_row_are_one_passage_each():
     )
     texts = [p.text for p in result_passages(read_turn("Units per region?", totals))]
     assert "region: South, sum_units: 70" in texts  # the region stays with its total
+
+
+def test_a_lone_heading_is_not_an_answer():
+    # "读一下 notes.txt，季度评审是星期几？" extracted "Notes", the file's title
+    from helpers import DATA
+    from lokal.llm.extract import says_something
+    from lokal.skills.builtin import builtin_tools
+
+    (reader,) = [t for t in builtin_tools(DATA / "workspace") if t.name == "file_reader"]
+    notes = reader(path="notes.txt")  # "Notes\n\n- Quarterly review is on Friday at 10:00. ..."
+    messages = read_turn("读一下 notes.txt，季度评审是星期几？", notes, path="notes.txt")
+    passages = result_passages(messages)
+    assert "Notes" in [p.text for p in passages]
+    chosen = choose_passage("读一下 notes.txt，季度评审是星期几？", passages)
+    assert chosen.passage.text != "Notes"
+    assert says_something("count: 4") and says_something("季度评审在周五")
+    assert not says_something("Notes")
+    # a heading alone is still extracted when it is all there is
+    assert choose_passage("?", [Passage("Notes", "file_reader")]).passage.text == "Notes"

@@ -21,7 +21,7 @@ from lokal.llm.evidence import Passage, rank_passages, result_passages
 from lokal.llm.select import ToolSelector
 from lokal.messages import last_user_text
 
-__all__ = ["Extracted", "choose_passage", "extract_answer", "render_extracted"]
+__all__ = ["Extracted", "choose_passage", "extract_answer", "render_extracted", "says_something"]
 
 CANDIDATES = 4  # passages the embedding model keeps for the likelihood to choose from
 
@@ -47,6 +47,12 @@ class Extracted:
             "candidates": self.candidates,
             "scores": [round(s, 4) for s in self.scores],
         }
+
+
+def says_something(text: str) -> bool:
+    """Whether a passage can be an answer: a ``key: value`` field, or at least two words
+    (four characters of Chinese or Japanese), not a lone heading."""
+    return ": " in text or len(text.split()) >= 2 or (len(text.strip()) >= 4 and not text.isascii())
 
 
 def render_extracted(passage: Passage) -> str:
@@ -86,6 +92,8 @@ def choose_passage(
     the model's likelihood (where the backend scores) picks one; None without passages."""
     if not passages:
         return None
+    # a title ("Notes") names a document; it answers nothing while a sentence or field can
+    passages = [p for p in passages if says_something(p.text)] or list(passages)
     top = rank_passages(question, passages, k=k, selector=selector)
     if len(top) == 1 or backend is None:
         return Extracted(top[0], len(top))
