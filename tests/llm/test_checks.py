@@ -196,6 +196,9 @@ def test_an_answer_that_says_the_question_back_is_retried():
     assert actions(check_answer("中国的首都是哪里？", ctx)[1]) == [("question_echo", "retry")]
     ctx = AnswerContext(question="请告诉我中国首都的名字。")
     assert actions(check_answer("请告诉我中国首都的名字；", ctx)[1]) == [("question_echo", "retry")]
+    # a greeting answered in kind is not an echo
+    assert check_answer("Bye.", AnswerContext(question="Bye!"))[1] == []
+    assert check_answer("Hello there!", AnswerContext(question="Hello there"))[1] == []
     # said back, then answered: the echo goes, the answer stays
     ctx = AnswerContext(question="What is the capital of France?")
     kept, findings = check_answer("What is the capital of France? It is Paris.", ctx)

@@ -408,7 +408,9 @@ def _check_question_echo(text: str, ctx: AnswerContext) -> tuple[str, Finding | 
     """Sentences that repeat the question are dropped ("中国的首都是哪里？" answered with
     itself); an answer that is nothing else is asked for again."""
     asked = _norm(ctx.question)
-    if not asked:
+    # a greeting answered in kind ("Bye!" "Bye.") is not an echo: three words, or six
+    # characters of Chinese or Japanese, before a repeat counts
+    if not asked or (len(asked.split()) < 3 and (asked.isascii() or len(asked) < 6)):
         return text, None
     kept = [p for p in _pieces(text) if _norm(p) != asked]
     if len(kept) == len(_pieces(text)):
