@@ -364,20 +364,26 @@ def _check_contradiction(text: str, ctx: AnswerContext) -> tuple[str, Finding | 
         kept.append(piece)
     if not wrong:
         return text, None
-    rest = _join(kept)
     sentence, values = wrong[0]
-    if _WORD.search(rest):
-        return rest, Finding(
-            "contradiction",
-            "trimmed",
-            f"dropped a sentence whose {values} is not in the tool results: {sentence[:60]!r}",
-        )
-    return text, Finding(
+    return _trim_or_retry(
+        text,
+        kept,
         "contradiction",
-        "retry",
+        f"dropped a sentence whose {values} is not in the tool results: {sentence[:60]!r}",
         f"the answer says {values}, which the tool results do not say; "
         "answer with the values the results give",
     )
+
+
+def _trim_or_retry(
+    text: str, kept: list[str], check: str, trimmed: str, retry: str
+) -> tuple[str, Finding]:
+    """The answer without the dropped pieces (``kept`` joined) when words are left, else
+    the answer as it was with a ``retry``."""
+    rest = _join(kept)
+    if _WORD.search(rest):
+        return rest, Finding(check, "trimmed", trimmed)
+    return text, Finding(check, "retry", retry)
 
 
 def _check_result_left_out(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
@@ -415,11 +421,12 @@ def _check_question_echo(text: str, ctx: AnswerContext) -> tuple[str, Finding | 
     kept = [p for p in _pieces(text) if _norm(p) != asked]
     if len(kept) == len(_pieces(text)):
         return text, None
-    rest = _join(kept)
-    if _WORD.search(rest):
-        return rest, Finding("question_echo", "trimmed", "dropped the question said back")
-    return text, Finding(
-        "question_echo", "retry", "the answer repeats the question; answer it instead"
+    return _trim_or_retry(
+        text,
+        kept,
+        "question_echo",
+        "dropped the question said back",
+        "the answer repeats the question; answer it instead",
     )
 
 

@@ -617,13 +617,14 @@ class StagedEngine:
         sources = [self._source, *(s for r in self.results for s in leaf_strings(r))]
         if self._source != self.question:
             sources.append(self.question)
+        expression = wants_expression(self._param_name, spec)
         values: list[Any] = []
         if kinds == {"boolean"}:
             values = [True, False]
         elif kinds and kinds <= {"string", "null"}:
             for source in sources:
                 values += [v for v in text_spans(source) if v not in values]
-            if wants_expression(self._param_name, spec):
+            if expression:
                 # "2.5 times 40" offered as "2.5 * 40" too (lokal.llm.staged.candidates)
                 values += [f for s in sources for f in formula_candidates(s) if f not in values]
             if inferred_format(self._param_name, spec) == "date":
@@ -646,9 +647,7 @@ class StagedEngine:
         if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
             # a path, e-mail, date or URL parameter takes only values of that shape
             values = [v for v in values if isinstance(v, str) and shape.search(v)]
-        if wants_expression(self._param_name, spec) and any(
-            isinstance(v, str) and is_expression(v) for v in values
-        ):
+        if expression and any(isinstance(v, str) and is_expression(v) for v in values):
             # an expression parameter takes whole expressions when the question states one:
             # "2.5" is a number of "2.5 * 40", not the calculation asked for
             whole = [v for v in values if isinstance(v, str) and is_expression(v)]
