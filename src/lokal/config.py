@@ -91,9 +91,10 @@ class StagedSettings(_Strict):
     tool or names one: lokal.llm.signals) + call_bias (+ results_bias once this turn has tool
     results) > 0``. Which tool: the
     largest ``name_lm_weight * log p(name) + name_similarity_weight * cosine +
-    name_bm25_weight * bm25 / best bm25 + name_file_weight * (the question names a file and
-    the tool takes a path) - name_unfillable_weight * (a required path, e-mail, URL or date
-    has no value)``. Another call: ``continue_lm_weight * (log p(next
+    name_bm25_weight * bm25 / best bm25 + name_file_weight * (before results: the question
+    names a file of a kind the tool reads; after them: the tool computes an expression the
+    question still asks for with a value they hold) - name_unfillable_weight * (a required
+    path, e-mail, URL or date has no value)``. Another call: ``continue_lm_weight * (log p(next
     call) - log p(end)) + continue_clause_weight * (best similarity between a part of the
     request no call has used yet and a tool not called yet) + continue_list_weight * (such a
     part is a bare list item) + continue_bias > 0``.
@@ -135,8 +136,10 @@ class StagedSettings(_Strict):
     name_file_weight: float = Field(
         0.0,
         description="added to the fused score of a tool that takes a path when the question "
-        "names a file, before any tool result (lokal.llm.signals): 'According to "
-        "docs/guide.md, what is the calculator for?' is file_reader",
+        "names a file of a kind it reads, before any tool result (lokal.llm.signals): "
+        "'According to docs/guide.md, what is the calculator for?' is file_reader; after "
+        "results, of a tool that takes an expression when the question still asks to "
+        "compute with a value they hold ('..., then add 5 to it')",
     )
     name_unfillable_weight: float = Field(
         3.0,

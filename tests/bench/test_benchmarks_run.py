@@ -155,6 +155,20 @@ SMOKES = [
     ),
     pytest.param(
         Smoke(
+            "extraction_choice.py",
+            ("--limit", "2"),
+            (
+                r"^questions: 2$",
+                r"^closest: \d/2 hold the answer \(95 % \d+%-\d+%\)$",
+                r"^likeliest of 4: \d/2 hold the answer",
+            ),
+            timeout=180,
+        ),
+        id="extraction_choice",
+        marks=SLOW,
+    ),
+    pytest.param(
+        Smoke(
             "calibrate_staged.py",
             ("--limit", "5", "--out", "{tmp}/calibration"),
             (

@@ -6,6 +6,7 @@ from lokal.llm.checks import (
     AnswerContext,
     check_answer,
     glued_words,
+    quotes_any,
     repeated_blocks,
     restated,
     stutter,
@@ -203,3 +204,72 @@ def test_an_answer_that_says_the_question_back_is_retried():
     ctx = AnswerContext(question="What is the capital of France?")
     kept, findings = check_answer("What is the capital of France? It is Paris.", ctx)
     assert kept == "It is Paris." and actions(findings) == [("question_echo", "trimmed")]
+
+
+def test_a_which_file_question_answered_without_a_file_is_retried():
+    # "Which file in the workspace mentions the team outing?" answered with notes.txt's lines
+    ctx = AnswerContext(
+        question="Which file in the workspace mentions the team outing?",
+        sources=["path: notes.txt, line: 5, snippet: Remember to check the weather"],
+    )
+    _, findings = check_answer("Remember to check the weather before the outing.", ctx)
+    assert [(f.check, f.action) for f in findings] == [("file_unnamed", "retry")]
+    assert check_answer("It is notes.txt.", ctx)[1] == []
+    # a question that does not ask for a file, or results that name none, pass
+    other = AnswerContext(question="When is the outing?", sources=ctx.sources)
+    assert check_answer("Remember to check the weather before the outing.", other)[1] == []
+    none = AnswerContext(question=ctx.question, sources=["count: 3"])
+    assert check_answer("Remember to check the weather before the outing.", none)[1] == []
+    # the file a hit is about, not one its text mentions in passing ("data/sales.csv")
+    hit = '{"results": [{"path": "notes.txt", "line": 5, "snippet": "team outing"}]}'
+    read = AnswerContext(question=ctx.question, sources=[hit])
+    copied = "The sales table lives in data/sales.csv. Check the weather before the outing."
+    assert [f.check for f in check_answer(copied, read)[1]] == ["file_unnamed"]
+    assert check_answer("notes.txt mentions the team outing.", read)[1] == []
+
+
+def test_a_question_about_each_region_answered_with_one_is_retried():
+    # "Using data/sales.csv, total units sold per region?" answered with one region
+    groups = (
+        '{"operation": "groupby", "groups": [{"region": "East", "sum_units": 52}, '
+        '{"region": "North", "sum_units": 38}, {"region": "South", "sum_units": 70}, '
+        '{"region": "West", "sum_units": 49}]}'
+    )
+    ctx = AnswerContext(question="Total units sold per region?", sources=[groups])
+    _, findings = check_answer("The South sold 70 units.", ctx)
+    assert [(f.check, f.action) for f in findings] == [("part_of_each", "retry")]
+    assert "East, North, South, West" in findings[0].detail
+    every = "East 52, North 38, South 70, West 49."
+    assert check_answer(every, ctx)[1] == []
+    # "which region sold most" asks for one
+    one = AnswerContext(question="Which region sold the most units?", sources=[groups])
+    assert check_answer("The South sold 70 units.", one)[1] == []
+
+
+def test_a_skill_description_recited_in_other_words_is_dropped():
+    # "Thank Tom in a single short sentence." was answered with the weather skill's listing
+    system = (
+        "You can use these skills:\n"
+        "- weather-forecast: Current weather and a multi-day forecast for Beijing, Shanghai, "
+        "Shenzhen, London and New York, from offline data shipped with the skill."
+    )
+    ctx = AnswerContext(question="Thank Tom in a single short sentence.", system=system)
+    text = (
+        "The weather in Beijing, Shanghai, Shenzhen, London, and New York, from offline data "
+        "shipped with the weather_forecast skill, is currently 20."
+    )
+    _, findings = check_answer(text, ctx)
+    assert findings[0].check == "echoed_context"
+    assert findings[-1].action == "retry"  # nothing is left
+    kept, _ = check_answer("Thank you, Tom! " + text, ctx)
+    assert kept.strip() == "Thank you, Tom!"
+    # the question about the weather may use the description's words
+    weather = AnswerContext(question="What's the weather in Beijing?", system=system)
+    assert check_answer("The weather in Beijing is sunny, 20 degrees.", weather)[1] == []
+
+
+def test_quotes_any_tells_a_copy_of_the_closest_passages_from_another():
+    closest = ["Tools the agent can use: file_reader, calculator.", "calculator | arithmetic"]
+    assert quotes_any("Tools the agent can use: file_reader, calculator.", closest)
+    assert quotes_any("It says: calculator | arithmetic. Ask away.", closest)
+    assert not quotes_any("This guide shows how to work with the local agent runtime.", closest)

@@ -10,7 +10,7 @@ from lokal.config import load_profile
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.checks import NOTES_HEADING
 from lokal.llm.decide import generate_ai_message
-from lokal.llm.evidence import Passage, result_passages, text_passages
+from lokal.llm.evidence import Passage, answerable, result_passages, text_passages
 from lokal.llm.extract import choose_passage, extract_answer
 
 INTRO = """An agent system is usually built from four parts:
@@ -23,15 +23,27 @@ INTRO = """An agent system is usually built from four parts:
 """
 
 
-def read_turn(question, output, path="docs/agent_intro.txt"):
-    call = {"id": "call_001", "name": "file_reader", "args": {"path": path}}
+NOTES_TEXT = """Notes
+
+- Quarterly review is on Friday at 10:00.
+- The sales table lives in data/sales.csv (20 rows: region, product, units, price).
+- Remember to check the weather before planning the team outing.
+"""
+
+
+def tool_turn(question, name, args, output):
+    """A question, one successful call of ``name`` and its result."""
+    call = {"id": "call_001", "name": name, "args": args}
     result = {"status": "success", "output": output, "error": None}
     return [
         {"role": "user", "content": question},
         {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_001", "name": "file_reader",
-         "content": json.dumps(result)},
-    ]  # fmt: skip
+        {"role": "tool", "tool_call_id": "call_001", "name": name, "content": json.dumps(result)},
+    ]
+
+
+def read_turn(question, output, path="docs/agent_intro.txt"):
+    return tool_turn(question, "file_reader", {"path": path}, output)
 
 
 def test_a_list_is_summed_up_by_its_lead_line_and_item_heads():
@@ -54,11 +66,19 @@ def test_passages_keep_the_tool_and_file_they_came_from():
 def test_the_likelihood_chooses_among_the_closest_passages():
     passages = [Passage("Tea is green.", "t"), Passage("The meeting is on Thursday.", "t")]
     backend = ScriptedBackend(scorer=lambda prefix, text: -1.0 if "Thursday" in text else -9.0)
-    chosen = choose_passage("When is the meeting?", passages, backend=backend)
+    chosen = choose_passage("When is the meeting?", passages, backend=backend, by="likelihood")
     assert chosen.passage.text == "The meeting is on Thursday." and len(chosen.scores) == 2
     assert backend.scored  # the model was asked
     # without a scoring backend the embedding's choice stands
     assert choose_passage("When is the meeting?", passages).passage in passages
+
+
+def test_the_embedding_chooses_by_default_whatever_the_model_likes():
+    # the bundled model's likelihood chose worse than the closest passage (CHOOSE_BY)
+    passages = [Passage("Tea is green.", "t"), Passage("The meeting is on Thursday.", "t")]
+    backend = ScriptedBackend(scorer=lambda prefix, text: -1.0 if "Tea" in text else -9.0)
+    chosen = choose_passage("When is the meeting?", passages, backend=backend)
+    assert chosen.passage.text == "The meeting is on Thursday." and not backend.scored
 
 
 def test_nothing_is_extracted_from_failed_calls():
@@ -131,3 +151,87 @@ def test_a_lone_heading_is_not_an_answer():
     assert not says_something("Notes")
     # a heading alone is still extracted when it is all there is
     assert choose_passage("?", [Passage("Notes", "file_reader")]).passage.text == "Notes"
+
+
+def search_turn(question, output):
+    return tool_turn(question, "local_file_search", {"query": "Gizmo"}, output)
+
+
+HITS = {
+    "query": "Gizmo",
+    "root_dir": ".",
+    "results": [{"path": "data/sales.csv", "line": 4, "snippet": "East,Gizmo,8,7.25"}],
+    "files_matched": 1,
+    "files_scanned": 4,
+    "truncated": False,
+}
+
+
+def test_bookkeeping_beside_the_hits_is_not_the_answer():
+    # "Which files in the workspace mention Gizmo?" was answered "files_matched: 1"
+    messages = search_turn("Which files in the workspace mention Gizmo?", HITS)
+    passages = result_passages(messages)
+    kept = {p.text: p.bookkeeping for p in passages}
+    assert kept["files_matched: 1"] and kept["files_scanned: 4"]
+    assert not kept["path: data/sales.csv, line: 4, snippet: East,Gizmo,8,7.25"]
+    # even when the model likes the count best, the hit is chosen
+    backend = ScriptedBackend(scorer=lambda prefix, text: -1.0 if "files_" in text else -9.0)
+    chosen = extract_answer(messages, backend=backend)
+    assert chosen.passage.text.startswith("path: data/sales.csv")
+    # a count asked for is a count: the bookkeeping of that count stays on offer
+    counted = answerable("How many files mention Gizmo?", result_passages(messages))
+    assert "files_matched: 1" in {p.text for p in counted}
+    assert "truncated" not in " ".join(p.text for p in counted)  # not asked about
+
+
+def test_a_which_file_question_takes_a_passage_that_names_a_file():
+    passages = [
+        Passage("Gizmo sold 8 units in the East.", "local_file_search"),
+        Passage("path: data/sales.csv, line: 4", "local_file_search"),
+    ]
+    backend = ScriptedBackend(scorer=lambda prefix, text: -1.0 if "units" in text else -9.0)
+    chosen = choose_passage("Which file mentions Gizmo?", passages, backend=backend)
+    assert chosen.passage.text.startswith("path: data/sales.csv")
+    # a passage of a file that was read names it where it came from
+    read = [Passage("Check the weather before the team outing.", "file_reader", "notes.txt")]
+    assert choose_passage("Which file mentions the team outing?", read).passage.file == "notes.txt"
+
+
+GROUPS = {
+    "path": "data/sales.csv",
+    "operation": "groupby",
+    "groups": [
+        {"region": "East", "sum_units": 52},
+        {"region": "North", "sum_units": 38},
+        {"region": "South", "sum_units": 70},
+        {"region": "West", "sum_units": 49},
+    ],
+    "truncated": False,
+}
+
+
+def test_a_question_about_each_group_is_answered_with_every_group():
+    # "How many units did each region sell?" was answered with one region's total
+    def turn(question):
+        return tool_turn(question, "table_analyzer", {"path": "data/sales.csv"}, GROUPS)
+
+    backend = ScriptedBackend(scorer=lambda prefix, text: -1.0 if "South" in text else -9.0)
+    each = extract_answer(turn("How many units did each region sell?"), backend=backend)
+    assert each.passage.listing
+    assert all(r in each.passage.text for r in ("East", "North", "South", "West"))
+    one = extract_answer(turn("Which region sold the most units?"), backend=backend)
+    assert not one.passage.listing and one.passage.text.startswith("region: ")
+
+
+def test_a_reply_refused_as_it_stood_is_not_handed_back_but_its_parts_are():
+    notes = {"path": "notes.txt", "content": NOTES_TEXT, "chars": 198, "total_chars": 198}
+    messages = read_turn("When is the quarterly review?", notes, path="notes.txt")
+    review = "Quarterly review is on Friday at 10:00."
+    # the model answered with exactly that line and was refused: it is not lokal's answer
+    refused = [json.dumps({"content": review})]
+    again = extract_answer(messages, refused=refused)
+    assert again.passage.text != review and not again.passage.bookkeeping
+    # a refused reply that held the line among others (a copy of the whole file, with an
+    # invented sentence) does not take the line away
+    whole = [json.dumps({"content": NOTES_TEXT + " The review is tomorrow."})]
+    assert extract_answer(messages, refused=whole).passage.text == review

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lokal.llm.staged.candidates import (
     boolean_cue,
+    follow_up_candidates,
     formula_candidates,
+    implied_count,
     implied_numbers,
     iso_dates,
     number_candidates,
     number_words,
     percentages,
+    refers_back,
     unit_numbers,
+    word_problem_candidates,
 )
 
 
@@ -210,6 +216,8 @@ def test_an_expression_parameter_takes_the_whole_expression():
         ("How much is 2.5 times 40?", "2.5 * 40"),
         ("What is the square root of 2.5?", "2.5"),  # no expression stated: spans compete
         ("What is 2.5 / 12 - 3?", "2.5 / 12 - 3"),  # not its part "2.5 / 12"
+        # "I bought 7 boxes with 13 pens each" called calculator(expression="7")
+        ("I bought 7 boxes with 13 pens each. How many pens? Use the calculator.", "7 * 13"),
     ):
         result = generate_ai_message(
             profile,
@@ -218,3 +226,154 @@ def test_an_expression_parameter_takes_the_whole_expression():
             backend=ScriptedBackend(scorer=score),
         )
         assert result.ai_message["tool_calls"][0]["args"] == {"expression": expression}
+
+
+@pytest.mark.parametrize(
+    "text, formulas",
+    [
+        ("I bought 7 boxes with 13 pens each. How many pens is that?", ["7 * 13"]),
+        ("I had 20 apples and ate 6. How many are left?", ["20 - 6"]),
+        ("60 dollars split among 4 friends: how much does one pay?", ["60 / 4"]),
+        ("Tom has 5 cards and Ann has 8 more. How many altogether?", ["5 + 8"]),
+        ("每盒有13支笔，7盒一共多少支？", ["13 * 7"]),
+        ("A ticket costs 12 dollars. What do 9 tickets cost?", ["12 * 9"]),  # a price of one
+        # no cue word: each operation, for the model's likelihood to choose
+        ("Ann is 12 and Bo is 9. Tell me about them.", ["12 * 9", "12 + 9", "12 - 9", "12 / 9"]),
+        ("What is the square root of 2?", []),  # one number
+        # a formula of its own: "请计算 36 除以 4" called calculator(expression="36 - 4")
+        ("请计算 36 除以 4。", []),
+        ("With a tool, work out 1234 + 4321.", []),
+        ("Copy notes2.txt to 3 places on 2026-12-05", []),  # names and dates are not numbers
+    ],
+)
+def test_word_problem_candidates(text, formulas):
+    assert word_problem_candidates(text) == formulas
+
+
+NOTES = (
+    "Notes\n\n- Quarterly review is on Friday at 10:00.\n- The sales table lives in "
+    "data/sales.csv (20 rows: region, product, units, price)."
+)
+
+
+@pytest.mark.parametrize(
+    "question, formulas",
+    [
+        # the two-step task that called calculator(expression="multiply")
+        (
+            "Read notes.txt to find how many rows the sales table has, then multiply that "
+            "number by 3.",
+            ["20 * 3"],
+        ),
+        (
+            "Read notes.txt to get the number of rows in the sales table, then add 5 to it.",
+            ["5 + 20"],
+        ),
+        ("What is 5 * 5?", []),  # nothing refers back to a result
+    ],
+)
+def test_follow_up_candidates_take_the_number_the_result_ties_to_the_question(question, formulas):
+    assert follow_up_candidates(question, [NOTES]) == formulas
+
+
+@pytest.mark.parametrize(
+    "text, numbers",
+    [
+        # topk with k=100 for "which product has the largest units value"
+        ("Which product has the largest units value in data/sales.csv?", [1]),
+        ("Find the row with the most units.", [1]),
+        ("哪个地区销量最多？", [1]),
+        ("What are the 5 largest rows?", []),  # the question says how many
+        ("the top three results", []),
+        ("What is the tallest mountain?", []),  # no "the most/largest..." count word
+    ],
+)
+def test_a_superlative_implies_one(text, numbers):
+    assert implied_count(text) == numbers
+
+
+@pytest.mark.parametrize(
+    "name, text, value",
+    [
+        # topk with ascending=True for "which row has the highest units"
+        ("ascending", "Which row of data/sales.csv has the highest units?", False),
+        ("ascending", "the row with the lowest price", True),
+        ("descending", "the top 3 rows", True),
+        ("reverse", "the cheapest item", False),
+        ("ascending", "sort the table", None),  # no superlative: no cue
+    ],
+)
+def test_an_order_flag_follows_the_superlative(name, text, value):
+    assert boolean_cue(name, text) is value
+
+
+def test_refers_back_needs_a_stand_in_and_no_formula_of_its_own():
+    assert refers_back("Read notes.txt, then multiply that number by 3.")
+    assert refers_back("Get the row count, then add 5 to it.")
+    assert not refers_back("What is 48 * 12 + 7?")  # a whole formula of its own
+    assert not refers_back("What is it?")  # nothing to compute
+
+
+def test_a_two_step_request_computes_with_the_value_the_file_gave():
+    # "Read notes.txt to find how many rows..., then multiply that number by 3" called
+    # calculator(expression="multiply") beside the read, then answered without computing
+    from helpers import MODEL_CONFIG
+    from lokal.config import load_profile
+    from lokal.llm.backends.scripted import ScriptedBackend
+    from lokal.llm.decide import generate_ai_message
+    from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
+
+    def spec(name, param, description):
+        return {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {param: {"type": "string", "description": description}},
+                "required": [param],
+            },
+        }
+
+    tools = [
+        spec("file_reader", "path", "Read a text file."),
+        spec("calculator", "expression", "The arithmetic expression to evaluate."),
+    ]
+
+    def score(prefix, continuation):
+        if continuation.startswith(CALL_OPENING):
+            return 0.0
+        if continuation.startswith(ANSWER_OPENING):
+            return -1.0  # the model would rather answer from the file
+        if continuation.startswith("file_reader"):
+            return 0.0  # and likes reading again as much as computing
+        if continuation.startswith("calculator"):
+            return 0.0
+        return 0.0
+
+    question = (
+        "Read notes.txt to find how many rows the sales table has, then multiply that number by 3."
+    )
+    profile = load_profile(MODEL_CONFIG).with_tool_calling(
+        mode="staged", preselect_k=None, staged={"generated_values": False, "name_file_weight": 2.0}
+    )
+    first = generate_ai_message(
+        profile,
+        [{"role": "user", "content": question}],
+        tools,
+        backend=ScriptedBackend(scorer=score),
+    )
+    # before the file is read, the calculator has no number to compute with
+    assert [c["name"] for c in first.ai_message["tool_calls"]] == ["file_reader"]
+    read = {"id": "call_001", "name": "file_reader", "args": {"path": "notes.txt"}}
+    output = {"path": "notes.txt", "content": "- The sales table has 20 rows.\n- Review at 10:00."}
+    messages = [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [read]},
+        {"role": "tool", "tool_call_id": "call_001", "name": "file_reader",
+         "content": json.dumps({"status": "success", "output": output, "error": None})},
+    ]  # fmt: skip
+    second = generate_ai_message(profile, messages, tools, backend=ScriptedBackend(scorer=score))
+    calls = second.ai_message["tool_calls"]
+    assert [(c["name"], c["args"]) for c in calls] == [("calculator", {"expression": "20 * 3"})]
+    staged = second.to_dict()["attempts"][0]["staged"]
+    assert staged["answer_or_call"]["signal_follow_up"] == 1.0

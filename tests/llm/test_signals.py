@@ -11,6 +11,7 @@ from lokal.bench.pairs import first_decision, pair_agreement
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.signals import (
     asks_for_a_tool,
+    fits_the_file,
     names_a_file,
     names_a_tool,
     question_signals,
@@ -135,3 +136,26 @@ def test_takes_a_path_reads_the_parameter_names():
     by_name = {t.name: t for t in TOOLS}
     assert takes_a_path(by_name["file_reader"])
     assert not takes_a_path(by_name["calculator"])
+
+
+def test_a_tool_that_names_its_kinds_of_file_fits_only_those():
+    # "What does notes.txt say about the sales table?" went to table_analyzer with notes.txt
+    by_name = {t.name: t for t in TOOLS}
+    table, reader = by_name["table_analyzer"], by_name["file_reader"]
+    assert not fits_the_file(table, ["notes.txt"])
+    assert fits_the_file(table, ["data/sales.csv"])
+    assert fits_the_file(reader, ["notes.txt"]) and fits_the_file(reader, ["data/sales.csv"])
+    assert fits_the_file(table, ["./data"])  # a folder: no extension to judge by
+    assert not fits_the_file(by_name["calculator"], ["notes.txt"])  # takes no path
+    pdf_reader = {
+        "name": "pdf_text",
+        "description": "Extract the text of a .pdf document.",
+        "parameters": {"properties": {"file_path": {"type": "string"}}},
+    }
+    assert fits_the_file(pdf_reader, ["report.pdf"]) and not fits_the_file(pdf_reader, ["a.txt"])
+    returns_json = {
+        "name": "reader",
+        "description": "Read a file and return its lines as JSON.",
+        "parameters": {"properties": {"path": {"type": "string"}}},
+    }
+    assert fits_the_file(returns_json, ["notes.txt"])  # JSON is what it returns, not reads

@@ -471,3 +471,39 @@ def test_the_memory_tool_is_held_back_when_the_request_does_not_ask_to_keep_anyt
     result = ask("Remember that Tom likes tea.", backend, tools=[REMEMBER_TOOL])
     assert [c["name"] for c in result["ai_message"]["tool_calls"]] == ["remember"]
     assert "held" not in result["selection"]
+
+
+GUIDE = """# Agent guide
+
+This guide shows how to work with the local agent runtime.
+
+## Tools the agent can use
+
+| tool | what it does |
+| --- | --- |
+| file_reader | reads a text file |
+| calculator | evaluates arithmetic such as `3.14 * 5` |
+"""
+
+
+def test_an_answer_that_copies_an_unrelated_line_of_the_result_is_retried_then_extracted():
+    # "Read docs/agent_guide.md and tell me which tools the agent can use." was answered
+    # with the guide's first line, labelled quoted
+    reader = basic_tools()[0]  # file_reader
+    call = {"id": "call_001", "name": "file_reader", "args": {"path": "docs/agent_guide.md"}}
+    output = {"path": "docs/agent_guide.md", "content": GUIDE}
+    messages = [
+        {"role": "user", "content": "Read docs/agent_guide.md. Which tools can the agent use?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_001", "name": "file_reader",
+         "content": json.dumps({"status": "success", "output": output})},
+    ]  # fmt: skip
+    first_line = '{"content": "This guide shows how to work with the local agent runtime."}'
+    backend = ScriptedBackend(
+        [first_line, first_line], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0})
+    )
+    result = generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
+    assert result["attempts"][0]["error"]["type"] == "bad_reply"
+    assert result["status"] == "success" and result["parse"]["answer_source"] == "extracted"
+    assert "This guide shows" not in result["ai_message"]["content"]
+    assert "(quoted from file_reader (docs/agent_guide.md))" in result["ai_message"]["content"]

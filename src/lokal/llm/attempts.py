@@ -271,7 +271,10 @@ def _extract(
     if answer_schema is not None:
         return
     try:
-        extracted = extract_answer(messages, backend=backend, settings=profile.generation)
+        refused = [a.raw_text for a in record.attempts if a.raw_text]
+        extracted = extract_answer(
+            messages, backend=backend, settings=profile.generation, refused=refused
+        )
         if extracted is None and notes:
             extracted = choose_passage(
                 last_user_text(messages),

@@ -12,10 +12,13 @@ The quoted outputs of issue 20 are the tests (tests/llm/test_checks.py).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from lokal.llm.signals import asks_for_each, asks_which_file, names_a_file
 
 __all__ = [
     "LABELS",
@@ -25,6 +28,7 @@ __all__ = [
     "glued_words",
     "note_lines",
     "quoted_from",
+    "quotes_any",
     "repeated_blocks",
     "restated",
     "stutter",
@@ -293,19 +297,33 @@ def _check_restated(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]
     )
 
 
+def _paraphrases(words: set[str], lines: list[set[str]]) -> bool:
+    """Whether a sentence of four or more content words takes 70 % of them from one line
+    ("The weather in Beijing, Shanghai, Shenzhen, London, and New York, from offline data
+    shipped with the weather_forecast skill, is currently 20." from a skill's description)."""
+    if len(words) < 4:
+        return False
+    return any(len(words & line) >= 0.7 * len(words) for line in lines)
+
+
 def _check_echo(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
-    """Sentences that recite a line of the system prompt (a memory note, a profile line)
-    although the question is not about it are dropped."""
+    """Sentences that recite a line of the system prompt (a memory note, a profile line, a
+    skill's description), word for word or in other words, although the question is not
+    about it are dropped."""
     if not ctx.system.strip():
         return text, None
-    lines = {_norm(p) for p in _pieces(ctx.system) if len(_WORD.findall(p)) >= 3}
+    pieces = [p for p in _pieces(ctx.system) if len(_WORD.findall(p)) >= 3]
+    lines = {_norm(p) for p in pieces}
     lines.discard("")
+    # the lines' content words, for a recital in other words
+    line_words = [w for w in map(_content_words, pieces) if len(w) >= 4]
     asked = _content_words(ctx.question)
     kept: list[str] = []
     dropped: list[str] = []
     for piece in _pieces(text):
         key = _norm(piece)
-        if key and key in lines and not (_content_words(piece) & asked):
+        words = _content_words(piece)
+        if key and not (words & asked) and (key in lines or _paraphrases(words, line_words)):
             dropped.append(piece.strip())
             continue
         kept.append(piece)
@@ -407,6 +425,77 @@ def _check_result_left_out(text: str, ctx: AnswerContext) -> tuple[str, Finding 
         "retry",
         f"the answer repeats the question's numbers but not the result ({shown}); "
         "answer with the value the tool returned",
+    )
+
+
+def _group_labels(source: str) -> list[list[str]]:
+    """The labels of each list of records in a JSON tool result whose records are told
+    apart by their first text field (the regions of a group-by): ``[["East", "North"...]]``."""
+    try:
+        value = json.loads(source)
+    except ValueError:
+        return []
+    found: list[list[str]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            labels = [
+                next((v for v in item.values() if isinstance(v, str)), None)
+                if isinstance(item, dict)
+                else None
+                for item in node
+            ]
+            if 1 < len(labels) <= 12 and None not in labels and len(set(labels)) == len(labels):
+                found.append([str(label) for label in labels])
+            for child in node:
+                walk(child)
+
+    walk(value)
+    return found
+
+
+def _check_part_of_each(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """A question about each group ("units per region") answered with fewer than half of
+    the groups the tool returned ("South sold 70") is asked for again, with every group."""
+    if not ctx.sources or not asks_for_each(ctx.question):
+        return text, None
+    folded = text.casefold()
+    for source in ctx.sources:
+        for labels in _group_labels(source):
+            named = [label for label in labels if label.casefold() in folded]
+            if len(named) * 2 < len(labels):
+                return text, Finding(
+                    "part_of_each",
+                    "retry",
+                    "the question asks about each one; give all of them: " + ", ".join(labels),
+                )
+    return text, None
+
+
+_PATH_FIELD = re.compile(r'"(?:path|file|filename|file_path)":\s*"([^"]+)"')
+
+
+def _check_file_unnamed(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """A question that asks which file holds something, answered without naming a file
+    while the tool results name some ("Which file mentions the team outing?" answered with
+    the outing's line and not the file), is asked for again."""
+    if not ctx.sources or not asks_which_file(ctx.question):
+        return text, None
+    # the files the results are about (a hit's or a read's ``path``), not those their
+    # contents mention in passing
+    files = {f for source in ctx.sources for f in _PATH_FIELD.findall(source)}
+    if not files:
+        files = {f for source in ctx.sources for f in names_a_file(source)}
+    named = names_a_file(text)
+    if not files or any(f in n or n in f for f in files for n in named):
+        return text, None
+    return text, Finding(
+        "file_unnamed",
+        "retry",
+        "the question asks which file; name the file the tool results give",
     )
 
 
@@ -550,6 +639,20 @@ def quoted_from(text: str, sources: Sequence[str]) -> bool:
     return bool(sentences) and all(f" {s} " in folded for s in sentences)
 
 
+def quotes_any(text: str, passages: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of ``passages`` or a sentence of it is part of one (words
+    compared, case and punctuation aside)."""
+    whole = " " + _norm(text) + " "
+    sentences = [_norm(p) for p in _pieces(text) if _WORD.search(p)]
+    for passage in passages:
+        folded = " " + _norm(passage) + " "
+        if folded.strip() and folded in whole:
+            return True
+        if any(f" {s} " in folded for s in sentences if s):
+            return True
+    return False
+
+
 Check = Callable[[str, AnswerContext], tuple[str, Finding | None]]
 
 # in order: what can be trimmed first, then what needs another reply
@@ -561,6 +664,8 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("question_echo", _check_question_echo),
     ("contradiction", _check_contradiction),
     ("result_left_out", _check_result_left_out),
+    ("file_unnamed", _check_file_unnamed),
+    ("part_of_each", _check_part_of_each),
     ("stutter", _check_stutter),
     ("glued_words", _check_glued),
     ("unfinished", _check_unfinished),

@@ -20,9 +20,18 @@ from typing import Any
 import numpy as np
 
 from lokal.llm.select import ToolSelector, bm25_text, default_selector
+from lokal.llm.signals import asks_for_each, asks_how_many, asks_which_file, names_a_file
 from lokal.messages import last_user_text, read_tool_result
 
-__all__ = ["Passage", "evidence", "rank_passages", "result_passages", "text_passages"]
+__all__ = [
+    "Passage",
+    "answerable",
+    "evidence",
+    "rank_passages",
+    "result_passages",
+    "says_something",
+    "text_passages",
+]
 
 
 _LINE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
@@ -30,6 +39,8 @@ _ENDS = (".", "!", "?", ":", "。", "！", "？")
 _MAX_EVIDENCE_CANDIDATES = 30
 
 
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+_RULE = re.compile(r"^:?-{3,}:?$")
 _ITEM = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*•])\s+(.*)$")
 _ITEM_HEAD = re.compile(r"^(.{1,40}?)\s+(?:-|–|—|:)\s+")
 
@@ -41,11 +52,22 @@ def text_passages(text: str) -> list[str]:
     Tools, Memory, Loop.") — the shortest passage that says what the list holds."""
     passages: list[str] = []
     lead: str | None = None  # a line ending in ":" just before a list, maybe a block above
+    heading: str | None = None  # the latest markdown heading ("## Tools the agent can use")
     for block in re.split(r"\n\s*\n", text):
         items: list[str] = []
         prose: list[str] = []
+        rows: list[list[str]] = []
         for line in (line.rstrip() for line in block.splitlines() if line.strip()):
             item = _ITEM.match(line)
+            if _HEADING.match(line):
+                # a heading names a section: it introduces what follows, answers nothing
+                heading = _HEADING.match(line).group(1).strip()
+                continue
+            if line.lstrip().startswith("|"):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if not all(_RULE.match(c) for c in cells):
+                    rows.append(cells)
+                continue
             if item:
                 if not items and prose and prose[-1].endswith(":"):
                     lead = prose[-1]
@@ -62,6 +84,14 @@ def text_passages(text: str) -> list[str]:
                 if len(sentence) > 3:
                     passages.append(sentence[:300])
         passages += [item[:300] for item in items]
+        body = rows[1:] if len(rows) > 1 else rows  # the first row names the columns
+        passages += [" | ".join(c for c in row if c)[:300] for row in body]
+        row_heads = [row[0] for row in body if row and row[0]]
+        table_lead = next((p for p in reversed(prose) if p.endswith(":")), None) or heading
+        if len(row_heads) > 1 and table_lead:
+            # "Tools the agent can use: file_reader, local_file_search, calculator."
+            lead_text = table_lead.rstrip(":")
+            passages.append(f"{lead_text}: {', '.join(row_heads)}."[:300])
         heads = [m.group(1) for m in map(_ITEM_HEAD.match, items) if m]
         if items and lead is not None and len(heads) == len(items):
             passages.append(f"{lead} {', '.join(heads)}."[:300])
@@ -70,6 +100,7 @@ def text_passages(text: str) -> list[str]:
 
 
 _MAX_RECORD = 240
+_MAX_LISTING = 400
 
 
 def _record(item: Any, echoes: set[str]) -> str | None:
@@ -90,23 +121,38 @@ def _record(item: Any, echoes: set[str]) -> str | None:
     return text if fields and len(text) <= _MAX_RECORD else None
 
 
-def _result_passages(output: Any, echoes: set[str]) -> list[str]:
+def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, bool]], list[str]]:
     """Short passages of a tool output: ``key: value`` for scalars, a flat record of a list
     (a search hit, a table row) whole, lines and sentences of long strings. Values that only
-    echo the call's arguments are left out."""
-    passages: list[str] = []
+    echo the call's arguments are left out. Each comes with whether it is bookkeeping: a
+    scalar beside the records or text that a result carries (``files_matched: 1`` next to
+    the hits, ``truncated: false`` next to a file's content) says how the tool went, not
+    what it found. Second, the listings: a short list of records whole (every region's
+    total of a group-by), for a question about each of them."""
+    passages: list[tuple[str, bool]] = []
+    listings: list[str] = []
 
-    def walk(value: Any, key: str) -> None:
+    def walk(value: Any, key: str, meta: bool = False) -> None:
         if isinstance(value, dict):
+            carries = any(
+                (isinstance(v, list) and v) or (isinstance(v, str) and len(v.strip()) > 80)
+                for v in value.values()
+            )
             for k, v in value.items():
-                walk(v, str(k))
+                walk(v, str(k), carries)
         elif isinstance(value, list):
+            records = []
             for item in value[:50]:
                 record = _record(item, echoes)
                 if record is not None:
-                    passages.append(record)
+                    records.append(record)
+                    passages.append((record, False))
                 else:
                     walk(item, key)
+            whole = "; ".join(records)
+            if 1 < len(records) == len(value) and len(whole) <= _MAX_LISTING:
+                # every group of a "per region" total together, as the question asks for
+                listings.append(whole)
         elif value is None or isinstance(value, bool):
             return
         else:
@@ -114,12 +160,12 @@ def _result_passages(output: Any, echoes: set[str]) -> list[str]:
             if not text or text in echoes:
                 return
             if len(text) <= 80:
-                passages.append(f"{key}: {text}" if key else text)
+                passages.append((f"{key}: {text}" if key else text, meta))
                 return
-            passages.extend(text_passages(text))
+            passages.extend((t, False) for t in text_passages(text))
 
     walk(output, "")
-    return list(dict.fromkeys(passages))
+    return list(dict.fromkeys(passages)), listings
 
 
 @dataclass(frozen=True)
@@ -131,6 +177,8 @@ class Passage:
     tool: str
     file: str | None = None
     failed: bool = False
+    bookkeeping: bool = False
+    listing: bool = False
 
     @property
     def origin(self) -> str:
@@ -167,10 +215,15 @@ def result_passages(messages: Sequence[dict[str, Any]]) -> list[Passage]:
                 passages.append(Passage(failure, tool, file, failed=True))
             continue
         echoes = {str(v).strip() for v in args.values()}
-        for text in _result_passages(result["output"], echoes):
+        found, listings = _result_passages(result["output"], echoes)
+        for text, bookkeeping in found:
             if text not in seen:
                 seen.add(text)
-                passages.append(Passage(text, tool, file))
+                passages.append(Passage(text, tool, file, bookkeeping=bookkeeping))
+        for text in listings:
+            if text not in seen:
+                seen.add(text)
+                passages.append(Passage(text, tool, file, listing=True))
     return passages
 
 
@@ -185,7 +238,7 @@ def rank_passages(
     MiniLM ranks them; BM25 alone without embeddings)."""
     from lokal.rag.retrieval import BM25Index
 
-    if len(passages) <= k:
+    if len(passages) <= 1:
         return list(passages)
     texts = [p.text for p in passages]
     ranked = [
@@ -205,6 +258,47 @@ def rank_passages(
     return [passages[pool[i]] for i in order]
 
 
+def says_something(text: str) -> bool:
+    """Whether a passage can be an answer: a ``key: value`` field, or at least two words
+    (four characters of Chinese or Japanese), not a lone heading."""
+    return ": " in text or len(text.split()) >= 2 or (len(text.strip()) >= 4 and not text.isascii())
+
+
+def _field_words(passage: str) -> set[str]:
+    """The words of a ``key: value`` passage's key (``files_matched`` → file, matched)."""
+    key = passage.split(":", 1)[0] if ":" in passage else ""
+    return {w.rstrip("s") for w in re.findall(r"[^\W\d_]+", key.lower())}
+
+
+def answerable(question: str, passages: Sequence[Passage]) -> list[Passage]:
+    """The passages that can answer ``question``, for the evidence shown and the extracted
+    answer alike (each rule gives way when it would leave nothing)."""
+    # a title ("Notes") names a document; it answers nothing while a sentence or field can
+    passages = [p for p in passages if says_something(p.text)] or list(passages)
+    # "files_matched: 1" says how the search went; the hit says what it found. Unless the
+    # question asks for that count: "how many files matched?"
+    asked = {w.rstrip("s") for w in re.findall(r"[^\W\d_]+", question.lower())}
+    passages = [
+        p
+        for p in passages
+        if not p.bookkeeping or (asks_how_many(question) and _field_words(p.text) & asked)
+    ] or passages
+    # "units per region" is answered by every region's total, not by one of them; other
+    # questions by one record, not the whole list
+    listings = [p.text for p in passages if p.listing]
+    if asks_for_each(question):
+        passages = [
+            p for p in passages if p.listing or not any(p.text in t for t in listings)
+        ] or passages
+    else:
+        passages = [p for p in passages if not p.listing] or passages
+    if asks_which_file(question):
+        # "Which file mentions Gizmo?" is answered by a passage that names one
+        # (a passage of a file that was read names it in its origin)
+        passages = [p for p in passages if p.file or names_a_file(p.text)] or passages
+    return list(passages)
+
+
 def evidence(
     messages: Sequence[dict[str, Any]], *, k: int = 1, selector: ToolSelector | None = None
 ) -> list[str]:
@@ -214,4 +308,5 @@ def evidence(
     if not passages:
         return []
     question = last_user_text(list(messages))
+    passages = answerable(question, passages)
     return [p.text for p in rank_passages(question, passages, k=k, selector=selector)]

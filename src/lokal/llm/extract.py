@@ -2,28 +2,37 @@
 one, the answer is the passage of that result that answers the question.
 
 The passages are the lines, sentences and ``key: value`` pairs of the latest tool results
-(``lokal.llm.evidence.result_passages``). The embedding model keeps the few closest to the
-question; where the backend scores continuations, the model's own likelihood of each as the
-answer (per token) picks one among them, so the choice is the model's reading, not only
-word overlap. The passage is shown once, with the tool and file it came from, and the
-decision marks the answer ``extracted``.
+(``lokal.llm.evidence.result_passages``), less those that cannot answer (a heading, a tool's
+bookkeeping; ``lokal.llm.evidence.answerable``). The embedding model ranks them against
+the question and the closest is the answer; the model's own likelihood of each of the
+closest as the reply can choose instead (``by="likelihood"``), but measured on the
+development questions it chose worse (``CHOOSE_BY``). The passage is shown once, with the
+tool and file it came from, and the decision marks the answer ``extracted``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from lokal.config import GenerationSettings
 from lokal.llm.backends import Backend, GenerationRequest
-from lokal.llm.evidence import Passage, rank_passages, result_passages
+from lokal.llm.evidence import Passage, answerable, rank_passages, result_passages, says_something
 from lokal.llm.select import ToolSelector
 from lokal.messages import last_user_text
 
 __all__ = ["Extracted", "choose_passage", "extract_answer", "render_extracted", "says_something"]
 
 CANDIDATES = 4  # passages the embedding model keeps for the likelihood to choose from
+# what chooses among them: the embedding's closest. On 20 development questions over the
+# workspace files (benchmarks/extraction_choice.py, docs/decisions.md) the closest passage
+# held the answer for 17; the bundled model's likelihood among the closest 2, 3 and 4 chose
+# one that did for 14, 8 and 7: a 135M model finds short, fluent lines likelier, not the
+# ones that answer
+CHOOSE_BY: Literal["embedding", "likelihood"] = "embedding"
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,17 @@ class Extracted:
         }
 
 
-def says_something(text: str) -> bool:
-    """Whether a passage can be an answer: a ``key: value`` field, or at least two words
-    (four characters of Chinese or Japanese), not a lone heading."""
-    return ": " in text or len(text.split()) >= 2 or (len(text.strip()) >= 4 and not text.isascii())
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.casefold())) + " "
+
+
+def _reply_text(raw: str) -> str:
+    """The answer a raw reply wrote: its envelope's ``content``, or the text itself."""
+    try:
+        content = json.loads(raw).get("content")
+    except (ValueError, AttributeError):
+        return raw
+    return content if isinstance(content, str) else raw
 
 
 def render_extracted(passage: Passage) -> str:
@@ -87,15 +103,17 @@ def choose_passage(
     settings: GenerationSettings | None = None,
     selector: ToolSelector | None = None,
     k: int = CANDIDATES,
+    by: Literal["embedding", "likelihood"] = CHOOSE_BY,
 ) -> Extracted | None:
-    """The passage that answers ``question``: the embedding model keeps the ``k`` closest,
-    the model's likelihood (where the backend scores) picks one; None without passages."""
+    """The passage that answers ``question``: the embedding model ranks them and keeps the
+    ``k`` closest; ``by="embedding"`` takes the closest, ``by="likelihood"`` the one the
+    model (where the backend scores) finds likeliest as the reply, with every candidate's
+    score recorded. None without passages."""
     if not passages:
         return None
-    # a title ("Notes") names a document; it answers nothing while a sentence or field can
-    passages = [p for p in passages if says_something(p.text)] or list(passages)
+    passages = answerable(question, passages)
     top = rank_passages(question, passages, k=k, selector=selector)
-    if len(top) == 1 or backend is None:
+    if len(top) == 1 or backend is None or by == "embedding":
         return Extracted(top[0], len(top))
     scores = _likelihoods(backend, question, top, settings or GenerationSettings())
     if scores is None:
@@ -111,11 +129,20 @@ def extract_answer(
     settings: GenerationSettings | None = None,
     selector: ToolSelector | None = None,
     k: int = CANDIDATES,
+    refused: Sequence[str] = (),
 ) -> Extracted | None:
     """The passage of the latest tool results that answers the last question, or None when
-    no call of the latest round succeeded (there is nothing to extract from)."""
-    passages = [p for p in result_passages(messages) if not p.failed]
+    no call of the latest round succeeded (there is nothing to extract from). A passage
+    the model's ``refused`` replies were, whole (a sentence of five words or more), is not
+    given again ("This guide shows how to work with the local agent runtime." failed the
+    checks as the model's answer; it does not come back as lokal's)."""
     question = last_user_text(list(messages))
+    passages = answerable(question, [p for p in result_passages(messages) if not p.failed])
+    said = {_words(_reply_text(text)) for text in refused}
+    # a sentence, not a value: "result: 25" refused for a label beside it is still the answer
+    passages = [
+        p for p in passages if len(_words(p.text).split()) < 5 or _words(p.text) not in said
+    ] or passages
     return choose_passage(
         question, passages, backend=backend, settings=settings, selector=selector, k=k
     )

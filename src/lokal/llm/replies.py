@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lokal.config import ToolCallingSettings
 from lokal.errors import ParseError
 from lokal.llm.backends import Completion
-from lokal.llm.checks import AnswerContext, Finding, check_answer, quoted_from
+from lokal.llm.checks import AnswerContext, Finding, check_answer, quoted_from, quotes_any
 from lokal.llm.parser import ParseResult, coerce_args, parse_model_output, resolve_tool_name
 from lokal.llm.plan import parse_plan_output
 from lokal.llm.prompts import EVIDENCE_LABEL, instruction_texts
@@ -377,6 +377,13 @@ def check_source(message: dict[str, Any], details: dict[str, Any], ctx: ReplyCon
         content = message.get("content") or ""
         shown = [*request.answer_context.sources, *(request.found or [])]
         quoted = bool(shown) and quoted_from(content, shown)
+        if quoted and request.found and not quotes_any(content, request.found):
+            # "This guide shows how to work with the local agent runtime." for "which tools
+            # can the agent use?": a copy of the result, but not of what answers the question
+            raise BadReply(
+                "the answer copies a part of the tool results that is not about the question; "
+                "answer the question from the passages closest to it"
+            )
         details["answer_source"] = "quoted" if quoted else "model"
     return message
 

@@ -25,6 +25,10 @@ from typing import Any
 
 __all__ = [
     "asks_for_a_tool",
+    "asks_for_each",
+    "asks_how_many",
+    "asks_which_file",
+    "fits_the_file",
     "names_a_file",
     "names_a_tool",
     "question_signals",
@@ -39,6 +43,9 @@ _EXTENSIONS = (
 _FILE = re.compile(rf"(?<![\w/.-])[\w./\\-]*\w\.(?:{_EXTENSIONS})(?![\w])", re.IGNORECASE)
 # a path that says it is one: ./notes, ../data/sales, ~/reports (not "and/or", not "3/4")
 _FOLDER_PATH = re.compile(r"(?<![\w:/.~])(?:\.{1,2}|~)/[\w./-]*\w")
+# a kind of file a tool's description names: "CSV", "XLSX", "PDF" (formats a description
+# names as what it reads, not as what it returns, unlike "JSON"), or any ".ext"
+_KIND = re.compile(rf"\b((?-i:CSV|TSV|XLSX|XLS|PDF|DOCX|DOC))\b|(?<![\w.])\.({_EXTENSIONS})\b")
 _PATH_PARAM = re.compile(r"(?:^|_)(?:path|file|filename|filepath|file_path|document)s?$", re.I)
 
 _ASK_EN = re.compile(
@@ -47,6 +54,18 @@ _ASK_EN = re.compile(
     r"(?:tool|tools|function|functions)\b",
     re.IGNORECASE,
 )
+_WHICH_FILE = re.compile(
+    r"\b(?:which|what|find|locate|name)\s+(?:the\s+|a\s+)?(?:\w+\s+)?(?:files?|documents?|paths?)\b"
+    r"|\bwhere\s+(?:is|are)\b"
+    r"|(?:哪个|哪些|什么)(?:文件|文档)",
+    re.IGNORECASE,
+)
+_EACH = re.compile(
+    r"\b(?:each|every)\s+\w+|\bper\s+(?!cent\b)\w+|\bgroup(?:ed)?\b.{0,40}?\bby\s+\w+"
+    r"|\bfor\s+all\s+\w+|每个|每一|各个|各",
+    re.IGNORECASE,
+)
+_HOW_MANY = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bcount\b|多少|几个|几", re.IGNORECASE)
 _ASK_ZH = re.compile(r"(?:使用|用|调用|借助|通过).{0,8}?(?:工具|函数)")
 
 
@@ -78,6 +97,22 @@ def asks_for_a_tool(question: str) -> bool:
     return bool(_ASK_EN.search(question) or _ASK_ZH.search(question))
 
 
+def asks_which_file(question: str) -> bool:
+    """Whether the question asks which file (or document) holds something."""
+    return bool(_WHICH_FILE.search(question))
+
+
+def asks_for_each(question: str) -> bool:
+    """Whether the question asks about each of a kind ("per region", "for each product",
+    "group by", "每个地区"), so every group of the result is the answer."""
+    return bool(_EACH.search(question))
+
+
+def asks_how_many(question: str) -> bool:
+    """Whether the question asks for a count ("how many", "the number of", "多少")."""
+    return bool(_HOW_MANY.search(question))
+
+
 def names_a_tool(question: str, tools: Iterable[Any]) -> list[str]:
     """The tools on offer that the question names: the exact identifier, its words as a
     phrase ("table analyzer"), or a one-word name next to "tool" / "function"."""
@@ -105,6 +140,28 @@ def names_a_tool(question: str, tools: Iterable[Any]) -> list[str]:
 def takes_a_path(tool: Any) -> bool:
     """Whether the tool has a parameter named for a path or file (``path``, ``file_path``)."""
     return any(_PATH_PARAM.search(p) for p in _parameters(tool))
+
+
+def _description(tool: Any) -> str:
+    text = getattr(tool, "description", None)
+    if text is None and isinstance(tool, dict):
+        text = tool.get("description")
+    return str(text or "")
+
+
+def fits_the_file(tool: Any, files: Iterable[str]) -> bool:
+    """Whether ``tool`` takes a path and can read one of ``files``: a tool whose description
+    names the kinds of file it reads ("a CSV, TSV or XLSX table") fits only those; one that
+    names none ("a text file") fits any. "What does notes.txt say about the sales table?" is
+    a question for the reader, not for the table tool."""
+    if not takes_a_path(tool):
+        return False
+    kinds = {(m.group(1) or m.group(2)).lower() for m in _KIND.finditer(_description(tool))}
+    if not kinds:
+        return True
+    return any(
+        f.rsplit(".", 1)[-1].lower() in kinds for f in files if "." in f.rsplit("/", 1)[-1]
+    ) or not any("." in f.rsplit("/", 1)[-1] for f in files)
 
 
 def question_signals(question: str, tools: Iterable[Any]) -> dict[str, bool]:

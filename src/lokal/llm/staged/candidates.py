@@ -38,9 +38,12 @@ __all__ = [
     "QUOTED",
     "boolean_cue",
     "clauses",
+    "follow_up_candidates",
     "formula_candidates",
+    "implied_count",
     "implied_numbers",
     "inferred_format",
+    "is_a_topic",
     "is_expression",
     "iso_dates",
     "leaf_strings",
@@ -48,11 +51,14 @@ __all__ = [
     "number_candidates",
     "number_words",
     "percentages",
+    "refers_back",
     "text_numbers",
     "text_spans",
     "unit_numbers",
     "value_kinds",
+    "wants_a_query",
     "wants_expression",
+    "word_problem_candidates",
 ]
 
 _EDGE = ".,;:!?。，；：！？()[]{}<>\"'“”‘’「」"
@@ -367,12 +373,35 @@ def implied_numbers(text: str) -> list[int]:
     return [0] if _AT_REST.search(text) else []
 
 
+# "the largest", "the most", "which ... has the highest": one thing is asked for
+_ONE_SUPERLATIVE = re.compile(
+    r"\b(?:the|which\s+\w+\s+(?:has|had|is|was|sold|got))\s+(?:single\s+)?"
+    r"(?:most|least|fewest|largest|biggest|highest|greatest|smallest|lowest|best|worst|top)\b"
+    r"|最(?:多|少|大|小|高|低)",
+    re.IGNORECASE,
+)
+
+
+def implied_count(text: str) -> list[int]:
+    """A count the question implies: one thing asked for by a superlative ("which product
+    has the largest units value" → 1 row), only when the question writes no number."""
+    if re.search(r"\d", text) or number_words(text):
+        return []
+    return [1] if _ONE_SUPERLATIVE.search(text) else []
+
+
 def number_candidates(text: str) -> list[int | float]:
     """Every normalised number of ``text`` (after the numbers written as digits, which the
-    caller finds): number words, percentages as fractions, numbers with units stripped, and
-    implied zeros."""
+    caller finds): number words, percentages as fractions, numbers with units stripped,
+    implied zeros, and the one a superlative implies."""
     return _once(
-        [*unit_numbers(text), *number_words(text), *percentages(text), *implied_numbers(text)]
+        [
+            *unit_numbers(text),
+            *number_words(text),
+            *percentages(text),
+            *implied_numbers(text),
+            *implied_count(text),
+        ]
     )
 
 
@@ -388,12 +417,40 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
 
+_SMALL_FIRST = re.compile(
+    r"\b(?:smallest|lowest|least|fewest|cheapest|minimum|bottom|ascending)\b|最(?:少|小|低)", re.I
+)
+_LARGE_FIRST = re.compile(
+    r"\b(?:largest|biggest|highest|most|greatest|maximum|top|best|descending)\b|最(?:多|大|高)",
+    re.I,
+)
+
+
+def _order_cue(words: list[str], text: str) -> bool | None:
+    """An order flag (``ascending``, ``descending``, ``reverse``) from the superlative the
+    question uses: "the largest" ranks from the top (``ascending=False``), "the lowest" from
+    the bottom. None for other flags, or when the question says neither (or both)."""
+    if "ascending" in words or "asc" in words:
+        small_first = True
+    elif {"descending", "desc", "reverse"} & set(words):
+        small_first = False
+    else:
+        return None
+    small, large = bool(_SMALL_FIRST.search(text)), bool(_LARGE_FIRST.search(text))
+    if small == large:
+        return None
+    return small if small_first else large
+
+
 def boolean_cue(name: str, text: str) -> bool | None:
     """True when ``text`` asks "with" the thing a boolean parameter ``name`` switches
     ("with tax" for ``include_tax``, "including images" for ``with_images``), False when it
     asks "without" it, None when it says neither. The thing is the name's words other than
     the switching verbs (``include``, ``is``, ``show``...)."""
     words = [w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w]
+    order = _order_cue(words, text)
+    if order is not None:
+        return order
     things = [_stem(w) for w in words if w.lower() not in _FLAG_WORDS]
     if not things:
         return None
@@ -406,12 +463,52 @@ def boolean_cue(name: str, text: str) -> bool | None:
     return None
 
 
+# --- search queries ----------------------------------------------------------------------------
+
+# a parameter that takes what to look for
+_QUERY_PARAM = re.compile(
+    r"^(?:q|query|queries|keywords?|search(?:_term|_query|_text)?|term|pattern|needle)$", re.I
+)
+# words that ask for a search rather than say what to look for
+_ASKING = frozenset(
+    re.findall(
+        r"\w+",
+        "which what where who find search look show tell me the a an in on for of that about "
+        "any all mention mentions mentioned mentioning talk talks talking say says said "
+        "contain contains containing is are does do named called word words read open then "
+        "and with from",
+    )
+)
+
+
+def wants_a_query(name: str) -> bool:
+    """Whether a parameter takes the text to look for (``query``, ``keyword``, ``q``)."""
+    return bool(_QUERY_PARAM.match(name))
+
+
+def is_a_topic(value: str, tool_words: set[str]) -> bool:
+    """Whether ``value`` can be what a search looks for: it starts and ends with a word that
+    neither asks for the search ("which", "mentions") nor names what the tool already
+    searches ("file", "workspace" for a workspace file search). "Which file in the workspace
+    mentions the team outing?" gave ``query="file"``; its topic is "team outing"."""
+    words = [w.lower() for w in re.findall(r"[^\W_]+", value)]
+    if not words:
+        return False
+
+    def plain(word: str) -> bool:
+        return word in _ASKING or word in tool_words or word.rstrip("s") in tool_words
+
+    return not plain(words[0]) and not plain(words[-1])
+
+
 # --- arithmetic expressions --------------------------------------------------------------------
 
 # a whole value that is an arithmetic expression ("2.5 * 40", "144 / 12 - 3")
 EXPRESSION = re.compile(rf"^(?:{_FORMULA.pattern})$")
 _EXPRESSION_WORDS = re.compile(r"\bexpression|\bformula\b", re.IGNORECASE)
 _N = r"(-?\d+(?:\.\d+)?)"
+# a number of a word problem, not part of a name ("notes2.txt") or a date ("2026-12-05")
+_NUMBER_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_.\-/:])\d+(?:\.\d+)?(?![A-Za-z0-9_\-/:]|\.\d)")
 # requests worded as verbs: "add 1234 and 4321", "subtract 3 from 10"
 _VERB_FORMS = (
     (rf"\badd\s+{_N}\s+(?:and|to)\s+{_N}", r"\1 + \2"),
@@ -453,6 +550,93 @@ def formula_candidates(text: str) -> list[str]:
         if is_expression(formula) and formula not in out:
             out.append(formula)
     return out
+
+
+# the operation a word problem with two numbers asks for, by its cue words: "split among"
+# divides, "how many are left" subtracts, "each" / "per" multiplies, "altogether" adds
+_PROBLEM_CUES = (
+    (r"\b(?:split|shared?|divided|among|equally)\b|平分|平均分|分给", "/"),
+    (
+        r"\b(?:left|remains?|remaining|fewer|less|spent|spends?|gave|gives?|lost|loses|ate|eats?)\b"
+        r"|剩|还有多少|用掉|吃了",
+        "-",
+    ),
+    # "each", "per", or a price of one ("a ticket costs 12 dollars")
+    (
+        r"\b(?:each|per|every|apiece|times)\b|每"
+        r"|\b(?:a|an|one)\s+\w+\s+(?:costs?|weighs?|holds?|takes?|lasts?)\b",
+        "*",
+    ),
+    (r"\b(?:altogether|in\s+all|in\s+total|combined|together|more)\b|一共|总共|再", "+"),
+)
+
+
+# "it", "that number", "the result" in a request that computes with an earlier step's value
+_PRONOUN = re.compile(
+    r"\b(?:(?:that|this|the)\s+(?:number|value|result|count|amount|total)|it|that|this)\b"
+    r"|(?:这个|那个)(?:数|数字|结果)?|它",
+    re.IGNORECASE,
+)
+_NEAR = 3  # words either side of a number that tie it to the question
+
+
+def _referring_formulas(question: str) -> list[str]:
+    """The question's formulas with "that number" / "it" as a stand-in (7919), when it states
+    no whole formula of its own."""
+    if formula_candidates(question):
+        return []
+    marked = _PRONOUN.sub(" 7919 ", question)  # a stand-in no question holds
+    return [f for f in formula_candidates(marked) if "7919" in f]
+
+
+def refers_back(question: str) -> bool:
+    """Whether the question computes with a value an earlier step gives ("then multiply that
+    number by 3", "add 5 to it") and states no whole formula of its own."""
+    return bool(_referring_formulas(question))
+
+
+def follow_up_candidates(question: str, results: list[str]) -> list[str]:
+    """Expressions for the second step of a two-step request ("read notes.txt to find how
+    many rows the table has, then multiply that number by 3"): the question's formula with
+    "that number" / "it" replaced by a number of the tool results. Numbers written next to
+    one of the question's words ("20 rows") come first; only they are offered when there
+    are some."""
+    formulas = _referring_formulas(question)
+    if not formulas:
+        return []
+    asked = {w.lower() for w in re.findall(r"[^\W\d_]{3,}", question)}
+    near: list[str] = []
+    rest: list[str] = []
+    for text in results:
+        words = re.findall(r"\S+", text)
+        for i, word in enumerate(words):
+            number = _NUMBER_IN_TEXT.fullmatch(word.strip("(),;.!?"))
+            if number is None:
+                continue
+            around = " ".join(words[max(0, i - _NEAR) : i] + words[i + 1 : i + 1 + _NEAR])
+            close = {w.lower() for w in re.findall(r"[^\W\d_]{3,}", around)}
+            target = near if close & asked or close & {a.rstrip("s") for a in asked} else rest
+            if number.group(0) not in near + rest:
+                target.append(number.group(0))
+    numbers = near or rest
+    return [f.replace("7919", n) for f in formulas for n in numbers]
+
+
+def word_problem_candidates(text: str) -> list[str]:
+    """Expressions for a word problem that states two numbers and no operator: "7 boxes
+    with 13 pens each" → ``7 * 13``. The cue words choose the operation (a division or
+    subtraction takes the larger number first); with no cue, each of the four operations is
+    a candidate for the model's likelihood to choose from. Empty unless there are exactly
+    two numbers and the text states no formula of its own ("36 除以 4" is ``36 / 4``)."""
+    numbers = _NUMBER_IN_TEXT.findall(text)
+    if len(numbers) != 2 or formula_candidates(text):
+        return []
+    a, b = numbers
+    first, second = sorted(numbers, key=float, reverse=True)
+    for cue, op in _PROBLEM_CUES:
+        if re.search(cue, text, re.IGNORECASE):
+            return [f"{first} {op} {second}" if op in "-/" else f"{a} {op} {b}"]
+    return [f"{a} * {b}", f"{a} + {b}", f"{first} - {second}", f"{first} / {second}"]
 
 
 def is_expression(value: str) -> bool:

@@ -53,24 +53,29 @@ from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.select import Selection, default_selector, name_words
-from lokal.llm.signals import names_a_file, question_signals, takes_a_path
+from lokal.llm.signals import fits_the_file, names_a_file, question_signals
 from lokal.llm.staged.candidates import (
     FORMAT_WORDS,
     FORMATS,
     QUOTED,
     boolean_cue,
     clauses,
+    follow_up_candidates,
     formula_candidates,
     inferred_format,
+    is_a_topic,
     is_expression,
     iso_dates,
     leaf_strings,
     list_bound,
     number_candidates,
+    refers_back,
     text_numbers,
     text_spans,
     value_kinds,
+    wants_a_query,
     wants_expression,
+    word_problem_candidates,
 )
 from lokal.messages import call_key
 from lokal.tools.schema import ToolSpec, schema_validator
@@ -117,6 +122,12 @@ class DecisionTimeout(Exception):
         self.calls = calls
         self.pending = pending
         self.trace = trace
+
+
+def _computes(tool: ToolSpec) -> bool:
+    """Whether the tool takes an arithmetic expression (the calculator)."""
+    properties = tool.parameters.get("properties") or {}
+    return any(wants_expression(p, spec) for p, spec in properties.items())
 
 
 def can_score(backend: Backend) -> bool:
@@ -457,6 +468,10 @@ class StagedEngine:
         # checkable signals, of the question only: once results are in, the request that
         # named the file or the tool has been acted on
         signals = {} if self.has_results else question_signals(self.question, self.tools.values())
+        if self.has_results:
+            # ...except a computation with a value the results now hold ("then multiply
+            # that number by 3") that no tool has done yet
+            signals = {"follow_up": bool(self._follow_up_tools())}
         signal = float(any(signals.values()))
         margin = (
             s.lm_weight * lm
@@ -479,6 +494,18 @@ class StagedEngine:
         ranking, _ = default_selector().rank(text, list(self.tools.values()))
         return {t.name: t for t in ranking}
 
+    def _follow_up_tools(self) -> list[str]:
+        """The tools that take an expression, when the question computes with a value the
+        results hold ("read notes.txt..., then add 5 to it": ``5 + 20``) and no call of
+        this turn has computed it yet; empty otherwise."""
+        if not self.has_results:
+            return []
+        results = [json.dumps(r, ensure_ascii=False) for r in self.results]
+        formulas = follow_up_candidates(self.question, results)
+        if not formulas or any(json.dumps(f) in key for key in self.done for f in formulas):
+            return []
+        return [name for name, tool in self.tools.items() if _computes(tool)]
+
     def tool_scores(self, prefix: str, focus: str | None = None) -> dict[str, dict[str, float]]:
         """Stage 2: per tool, the model's log-probability of its name (normalised over the
         candidates), the similarity and BM25 to the question (or to the part of it still to
@@ -493,16 +520,21 @@ class StagedEngine:
             scored = {}
         top_bm25 = max((scored[n].bm25 for n in names if n in scored), default=0.0)
         s = self.staged
-        # a file the question names is a checkable signal for the tools that read paths, as in
-        # stage 1: before any result (then the file has been acted on)
-        names_file = not self.has_results and bool(names_a_file(self.question))
+        # a file the question names is a checkable signal for the tools that read that kind of
+        # file, as in stage 1: before any result (then the file has been acted on)
+        files = [] if self.has_results else names_a_file(self.question)
+        # after results, the computation the question still asks for ("then add 5 to it")
+        # is the signal, for the tools that compute
+        follow_up = set(self._follow_up_tools())
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
             ranked = scored.get(name)
             similarity = ranked.similarity if ranked else 0.0
             bm25 = ranked.bm25 / top_bm25 if ranked and top_bm25 > 0 else 0.0
             fillable = self.fillable(name)
-            file = float(names_file and takes_a_path(self.tools[name]))
+            file = float(
+                (bool(files) and fits_the_file(self.tools[name], files)) or name in follow_up
+            )
             fused = (
                 s.name_lm_weight * lm_score
                 + s.name_similarity_weight * similarity
@@ -527,6 +559,9 @@ class StagedEngine:
         tool = self.tools.get(name)
         if tool is None:
             return True
+        if not self.results and _computes(tool) and refers_back(self.question):
+            # "then multiply that number by 3": the number comes from a result not in yet
+            return False
         properties = tool.parameters.get("properties") or {}
         sources = [self.question, *(s for r in self.results for s in leaf_strings(r))]
         for param in tool.parameters.get("required") or []:
@@ -541,7 +576,13 @@ class StagedEngine:
             if shape is None or value_kinds(spec) - {"string", "null"}:
                 continue
             spans = (v for source in sources for v in text_spans(source))
-            if not any(isinstance(v, str) and shape.search(v) for v in spans):
+            if not any(
+                isinstance(v, str)
+                and shape.search(v)
+                # a path the tool can read: table_analyzer does not take notes.txt
+                and (shape_name != "path" or fits_the_file(tool, [v]))
+                for v in spans
+            ):
                 return False
         return True
 
@@ -627,6 +668,15 @@ class StagedEngine:
             if expression:
                 # "2.5 times 40" offered as "2.5 * 40" too (lokal.llm.staged.candidates)
                 values += [f for s in sources for f in formula_candidates(s) if f not in values]
+                # "then multiply that number by 3" after a read: 20 * 3; a word problem with
+                # two numbers and no operator: "7 boxes with 13 pens each" → 7 * 13
+                results = [json.dumps(r, ensure_ascii=False) for r in self.results]
+                values += [
+                    f
+                    for f in follow_up_candidates(self.question, results)
+                    or word_problem_candidates(self.question)
+                    if f not in values
+                ]
             if inferred_format(self._param_name, spec) == "date":
                 # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
@@ -647,6 +697,17 @@ class StagedEngine:
         if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
             # a path, e-mail, date or URL parameter takes only values of that shape
             values = [v for v in values if isinstance(v, str) and shape.search(v)]
+        tool = self.tools.get((self.pending or {}).get("name", ""))
+        if tool is not None and inferred_format(self._param_name, spec) == "path":
+            # a table tool takes the table the question names, not the notes beside it
+            values = [v for v in values if fits_the_file(tool, [str(v)])] or values
+        if tool is not None and wants_a_query(self._param_name):
+            # a search looks for the question's topic, not for "file" or "workspace"
+            said = {
+                w.lower()
+                for w in re.findall(r"[^\W_]+", f"{name_words(tool.name)} {tool.description}")
+            }
+            values = [v for v in values if not isinstance(v, str) or is_a_topic(v, said)] or values
         if expression and any(isinstance(v, str) and is_expression(v) for v in values):
             # an expression parameter takes whole expressions when the question states one:
             # "2.5" is a number of "2.5 * 40", not the calculation asked for
