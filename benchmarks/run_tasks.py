@@ -5,10 +5,12 @@
         [--max_iterations 4] [--limit N] [--out outputs/tasks.jsonl]
 
 A task file is a JSON list of ``{"id", "question", "expect_tools": [names the run must
-call], "expect_contains": [texts the answer must contain, case-insensitive]}``. A task
-passes when the run ended with a trusted answer (``RunResult.trusted``: source ``model``,
-``quoted``, ``forced`` or ``extracted``), called every expected tool (an empty list: no tool
-at all) and the answer holds every expected text. The summary counts passes by source. Each result line is written
+call], "expect_contains": [texts the answer must contain, case-insensitive]}``, and
+optionally ``"expect_args": {tool: {argument: value}}`` (some call of that tool had those
+arguments; strings compared case-insensitively). A task passes when the run ended with a
+trusted answer (``RunResult.trusted``: source ``model``, ``quoted``, ``forced`` or
+``extracted``), called every expected tool (an empty list: no tool at all) with the expected
+arguments, and the answer holds every expected text. The summary counts passes by source. Each result line is written
 as soon as its task ends; the summary says how many passed, with a 95% Wilson interval.
 
 Tasks that carry a ``pair`` (``data/dev/e2e_pairs.json``: 20 pairs asking the same thing in
@@ -41,6 +43,17 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def _has_args(args: dict, expected: dict) -> bool:
+    """Every expected argument given, equal (strings case-insensitively)."""
+
+    def same(a, b) -> bool:
+        if isinstance(a, str) and isinstance(b, str):
+            return a.strip().casefold() == b.strip().casefold()
+        return a == b
+
+    return all(key in args and same(args[key], value) for key, value in expected.items())
+
+
 def judge(task: dict, result) -> tuple[bool, str]:
     """Pass: a trusted answer (source model, quoted, forced or extracted; never appended),
     every expected tool called (none when the list is empty), every expected text held."""
@@ -58,6 +71,16 @@ def judge(task: dict, result) -> tuple[bool, str]:
     missing = [t for t in wanted if t not in called]
     if missing:
         return False, f"did not call {missing} (called {called})"
+    calls = [
+        c
+        for m in result.messages
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or []
+    ]
+    for name, expected in (task.get("expect_args") or {}).items():
+        if not any(c["name"] == name and _has_args(c.get("args") or {}, expected) for c in calls):
+            made = [c.get("args") for c in calls if c["name"] == name]
+            return False, f"{name} not called with {expected} (called with {made})"
     absent = [
         t for t in task.get("expect_contains") or [] if t.casefold() not in result.answer.casefold()
     ]

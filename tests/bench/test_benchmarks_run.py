@@ -454,3 +454,30 @@ def test_benchmark_runs(smoke: Smoke, tmp_path):
         p for p in hashes.keys() | hashes_before.keys() if hashes.get(p) != hashes_before.get(p)
     )
     assert changed == [], f"the run wrote into docs/: {changed}"
+
+
+def test_run_tasks_judges_the_arguments_a_task_expects():
+    # h_table_group passed with column and group_by swapped: a task can name the arguments
+    spec = importlib.util.spec_from_file_location("_run_tasks", BENCHMARKS / "run_tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Result:  # what judge reads of a RunResult
+        trusted, status, source, answer = True, "final", "model", "East 52, South 70"
+
+        def __init__(self, args):
+            call = {"name": "table_analyzer", "args": args}
+            self.messages = [{"role": "assistant", "content": "", "tool_calls": [call]}]
+
+    task = {
+        "id": "t",
+        "expect_tools": ["table_analyzer"],
+        "expect_args": {"table_analyzer": {"group_by": "Region", "column": "units"}},
+        "expect_contains": ["70"],
+    }
+    right = Result({"path": "data/sales.csv", "group_by": "region", "column": "units"})
+    assert module.judge(task, right) == (True, "ok")
+    swapped = Result({"path": "data/sales.csv", "group_by": "units", "column": "region"})
+    passed, why = module.judge(task, swapped)
+    assert not passed and "not called with" in why
+    assert module.judge({**task, "expect_args": {}}, swapped)[0]

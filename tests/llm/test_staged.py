@@ -11,7 +11,7 @@ from lokal.llm.backends import Completion
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
-from lokal.llm.staged.candidates import text_numbers, text_spans
+from lokal.llm.staged.candidates import column_cue, text_numbers, text_spans, wants_numbers
 
 NEUTRAL = {
     "lm_weight": 1.0,
@@ -230,9 +230,13 @@ def test_a_named_file_lifts_the_tools_that_take_a_path():
         return scorer(table)(prefix, continuation)
 
     question = "According to docs/agent_guide.md, what is the calculator for?"
-    without = ask(question, ScriptedBackend(scorer=score), staged_profile(name_file_weight=0.0))
+    # (the calculator is unfillable here, nothing to compute: that weight is another test's)
+    alone = {"name_unfillable_weight": 0.0}
+    without = ask(
+        question, ScriptedBackend(scorer=score), staged_profile(name_file_weight=0.0, **alone)
+    )
     assert without["ai_message"]["tool_calls"][0]["name"] == "calculator"
-    profile = staged_profile(name_file_weight=2.0)
+    profile = staged_profile(name_file_weight=2.0, **alone)
     result = ask(question, ScriptedBackend(scorer=score), profile)
     assert result["ai_message"]["tool_calls"][0]["name"] == "file_reader"
     scores = result["attempts"][0]["staged"]["calls"][0]["scores"]
@@ -507,3 +511,80 @@ def test_an_answer_that_copies_an_unrelated_line_of_the_result_is_retried_then_e
     assert result["status"] == "success" and result["parse"]["answer_source"] == "extracted"
     assert "This guide shows" not in result["ai_message"]["content"]
     assert "(quoted from file_reader (docs/agent_guide.md))" in result["ai_message"]["content"]
+
+
+PANTONE = {
+    "name": "rgb_to_pantone",
+    "description": "Convert a color from RGB to Pantone.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "red": {"type": "integer"},
+            "green": {"type": "integer"},
+            "blue": {"type": "integer"},
+        },
+        "required": ["red", "green", "blue"],
+    },
+}
+
+
+def test_a_call_whose_numbers_nobody_gave_is_an_answer():
+    # BFCL irrelevance: "Which colors should I mix to get a specific color shade?" called
+    # rgb_to_pantone(red=255, green=255, blue=255), numbers the model made up
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "rgb_to_pantone": 0.0}
+    backend = ScriptedBackend(['{"content": "Mix blue and yellow."}'], scorer=scorer(table))
+    question = "Which colors should I mix to get a specific color shade?"
+    result = ask(question, backend, tools=[PANTONE])
+    assert result["ai_message"]["tool_calls"] == []
+    stage = result["attempts"][0]["staged"]
+    assert stage["choice"] == "answer" and stage["no_fillable_tool"] is True
+    assert stage["answer_or_call"]["margin"] > 0  # stage 1 wanted the call
+    # a question about the calculator has nothing for it to compute (it called
+    # calculator("calculator") after reading the guide)
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0.0}
+    backend = ScriptedBackend(['{"content": "It computes."}'], scorer=scorer(table))
+    calculator = [t for t in basic_tools() if t["function"]["name"] == "calculator"]
+    result = ask("What is the calculator for?", backend, tools=calculator)
+    assert result["attempts"][0]["staged"]["no_fillable_tool"] is True
+    result = ask("What is twelve times 7?", ScriptedBackend(scorer=scorer(table)), tools=calculator)
+    assert result["ai_message"]["tool_calls"][0]["name"] == "calculator"
+    # the numbers stated (in digits or words): the call is made with them
+    backend = ScriptedBackend(scorer=scorer({**table, "10": -0.1, "20": -0.2, "30": -0.3}))
+    result = ask("Convert red 10, green twenty and blue 30 to Pantone", backend, tools=[PANTONE])
+    assert result["ai_message"]["tool_calls"][0]["name"] == "rgb_to_pantone"
+    assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+
+
+def test_numbers_a_parameter_wants():
+    assert wants_numbers({"type": "integer"}) and wants_numbers({"type": ["number", "null"]})
+    assert wants_numbers({"type": "array", "items": {"type": "integer"}})
+    assert not wants_numbers({"type": "array", "items": {"type": "string"}})
+    assert not wants_numbers({"type": "integer", "enum": [1, 2, 3]})  # the enum offers values
+    assert not wants_numbers({"type": "string"}) and not wants_numbers({})
+
+
+COLUMN_QUESTIONS = {
+    # held-out kinds: "add up the units for each product" swapped column and group_by, "sold
+    # the most units in a single row" ranked by the column "row"
+    "In data/sales.csv, add up the units for each product.": ("units", "product"),
+    "Which region sold the most units in a single row of data/sales.csv?": ("units", None),
+    "Using data/sales.csv, total units sold per region?": ("units", "region"),
+}
+
+
+@pytest.mark.parametrize("question, expected", COLUMN_QUESTIONS.items())
+def test_the_columns_a_question_names_fill_the_table_parameters(question, expected):
+    from lokal.skills.builtin import builtin_tools
+
+    assert (column_cue("column", question), column_cue("group_by", question)) == expected
+    assert column_cue("path", question) is None and column_cue("api_key", question) is None
+    assert column_cue("column", "What is the average price in data/sales.csv?") == "price"
+    (table,) = [t for t in builtin_tools(DATA / "workspace") if t.name == "table_analyzer"]
+    # the model prefers the other words of the question; the cue puts the named column first
+    table_scores = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "table_analyzer": 0.0}
+    table_scores.update({'"row"': 0.0, '"region"': -0.1, '"product"': -0.2, '"units"': -5.0})
+    backend = ScriptedBackend(["3"] * 4, scorer=scorer(table_scores))
+    args = ask(question, backend, tools=[table.to_openai()])["ai_message"]["tool_calls"][0]["args"]
+    assert args["column"] == expected[0]
+    if expected[1] is not None:
+        assert args["group_by"] == expected[1]

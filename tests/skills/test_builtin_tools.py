@@ -256,6 +256,11 @@ def test_table_groupby_and_topk(tools: dict[str, Any]) -> None:
         path="data/sales.csv", operation="groupby", group_by="region", column="units", agg="sum"
     )
     assert {g["region"]: g["sum_units"] for g in out["groups"]} == totals
+    # a column named as the question says it: "the mean prices for every product"
+    plural = tools["table_analyzer"](
+        path="data/sales.csv", operation="groupby", group_by="Regions", column="unit", agg="sum"
+    )
+    assert {g["region"]: g["sum_units"] for g in plural["groups"]} == totals
     count = tools["table_analyzer"](
         path="data/sales.csv", operation="groupby", group_by="product", agg="count"
     )

@@ -552,8 +552,11 @@ def _column(frame: Any, name: str | None, role: str) -> str:
     if name in columns:
         return name
     folded = {c.casefold().strip(): c for c in columns}
-    if name.casefold().strip() in folded:
-        return folded[name.casefold().strip()]
+    key = name.casefold().strip()
+    # "prices" for price, "unit" for units: the plural the question used
+    for form in (key, key.removesuffix("s"), key.removesuffix("es"), key + "s"):
+        if form in folded:
+            return folded[form]
     raise ValueError(f"unknown column {name!r}; columns are: {', '.join(columns)}")
 
 

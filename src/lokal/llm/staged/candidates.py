@@ -215,6 +215,22 @@ _CLAUSE_SPLIT = re.compile(
 )
 
 
+def wants_numbers(spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes only a number or a list of numbers (``null`` aside):
+    a value the question has to state (an enum offers its own)."""
+    if "enum" in spec or "const" in spec:
+        return False
+    kinds = value_kinds(spec) - {"null"}
+    if kinds == {"array"}:
+        items = spec.get("items")
+        return (
+            isinstance(items, dict)
+            and bool(value_kinds(items))
+            and (value_kinds(items) <= {"number", "integer"})
+        )
+    return bool(kinds) and kinds <= {"number", "integer"}
+
+
 def clauses(question: str) -> list[str]:
     """The parts of a request that may each need a call ("read a.txt, then search for b"):
     the question split at commas, semicolons and sequence words (and, then, also, 然后…)."""
@@ -460,6 +476,45 @@ def boolean_cue(name: str, text: str) -> bool | None:
         return False
     if re.search(rf"\b{_WITH}{thing}", folded):
         return True
+    return None
+
+
+# --- table columns ------------------------------------------------------------------------------
+
+# a parameter that names a column to group by, and one that names the column to measure
+_GROUP_PARAM = re.compile(r"(?:^|_)(?:group|groupby|group_by|partition|per)(?:_|$)", re.I)
+_MEASURE_PARAM = re.compile(
+    r"^(?:column|col|field|metric|value_column|sort_by|order_by|rank_by)$", re.I
+)
+_GROUP_CUE = re.compile(r"\b(?:per|each|every|by|broken\s+down\s+by)\s+", re.I)
+_MEASURE_CUE = re.compile(
+    r"\b(?:most|highest|largest|biggest|greatest|lowest|smallest|least|fewest|top(?:\s+\d+)?"
+    r"|total|sum|add\s+up|average|mean|median|maximum|minimum|max|min)\s+",
+    re.I,
+)
+# words between a cue and the column: "the sum of the units", "the largest units value"
+_COLUMN_FILLER = frozenset(
+    re.findall(r"\w+", "the a an of all total number amount value values sold in for")
+)
+
+
+def _word_after(cue: re.Pattern[str], text: str) -> str | None:
+    for match in cue.finditer(text):
+        for word in re.findall(r"[^\W\d]\w*", text[match.end() :])[:3]:
+            if word.lower() not in _COLUMN_FILLER:
+                return word
+    return None
+
+
+def column_cue(name: str, text: str) -> str | None:
+    """The column a question names for a table parameter, in its own words: the word after
+    "per", "each" or "by" for a group parameter ("units for each product" → ``product``),
+    the word after a superlative or an aggregate for the measured one ("sold the most
+    units", "add up the units" → ``units``). None for other parameters, or no such word."""
+    if _GROUP_PARAM.search(name):
+        return _word_after(_GROUP_CUE, text)
+    if _MEASURE_PARAM.search(name):
+        return _word_after(_MEASURE_CUE, text)
     return None
 
 

@@ -60,6 +60,7 @@ from lokal.llm.staged.candidates import (
     QUOTED,
     boolean_cue,
     clauses,
+    column_cue,
     follow_up_candidates,
     formula_candidates,
     inferred_format,
@@ -75,6 +76,7 @@ from lokal.llm.staged.candidates import (
     value_kinds,
     wants_a_query,
     wants_expression,
+    wants_numbers,
     word_problem_candidates,
 )
 from lokal.messages import call_key
@@ -124,6 +126,10 @@ class DecisionTimeout(Exception):
         self.trace = trace
 
 
+# a tool that does arithmetic, not one that takes a function's expression ("sin(x)")
+_ARITHMETIC = re.compile(r"\barithmetic\b|\bcalculator\b", re.IGNORECASE)
+
+
 def _computes(tool: ToolSpec) -> bool:
     """Whether the tool takes an arithmetic expression (the calculator)."""
     properties = tool.parameters.get("properties") or {}
@@ -149,7 +155,7 @@ CUES: dict[str, re.Pattern[str]] = {
     for keys, pattern in (
         (
             ("groupby", "group by", "group", "aggregate"),
-            r"\b(?:per|for each|each|group\w*|broken down by|breakdown)\b",
+            r"\b(?:per|for each|each|every|group\w*|broken down by|breakdown)\b",
         ),
         (
             ("topk", "top k", "top", "rank", "sort", "order by"),
@@ -553,9 +559,13 @@ class StagedEngine:
         return out
 
     def fillable(self, name: str) -> bool:
-        """Whether every required parameter of tool ``name`` that wants a path, e-mail, URL
-        or date (by its name or declared format) has a value of that shape in the question
-        or this turn's tool results: "Which file mentions the review?" names no file."""
+        """Whether every required parameter of tool ``name`` can take a value the run
+        holds: one that wants a path, e-mail, URL or date (by its name or declared format)
+        a value of that shape in the question or this turn's tool results ("Which file
+        mentions the review?" names no file), one that wants a number (or a list of them)
+        a number there ("What type of personality am I?" gives no answers to score), an
+        expression a number in the question (or, after results, the follow-up computation
+        it asks for)."""
         tool = self.tools.get(name)
         if tool is None:
             return True
@@ -566,6 +576,18 @@ class StagedEngine:
         sources = [self.question, *(s for r in self.results for s in leaf_strings(r))]
         for param in tool.parameters.get("required") or []:
             spec = properties.get(param) or {}
+            if wants_numbers(spec) and not any(
+                [*text_numbers(source), *number_candidates(source)] for source in sources
+            ):
+                return False
+            if (
+                wants_expression(param, spec)
+                and _ARITHMETIC.search(f"{name_words(tool.name)} {tool.description}")
+                and not [*text_numbers(self.question), *number_candidates(self.question)]
+                and not self._follow_up_tools()
+            ):
+                # "What is the calculator for?" asks about it: nothing to compute
+                return False
             declared = (
                 spec.get("format") if spec.get("format") in ("email", "date", "uri") else None
             )
@@ -770,6 +792,13 @@ class StagedEngine:
                 with contextlib.suppress(json.JSONDecodeError):
                     if cued(json.loads(text), self.question):
                         adjusted[i] += CUE_BONUS
+        elif value_kinds(spec) - {"null"} == {"string"}:
+            # "units for each product": group_by "product", column "units", whatever the
+            # model's likelihood of "row" or "region" (lokal.llm.staged.candidates.column_cue)
+            column = column_cue(self._param_name, self.question)
+            for i, text in enumerate(texts):
+                if column is not None and text.casefold() == json.dumps(column).casefold():
+                    adjusted[i] += CUE_BONUS
         elif value_kinds(spec) == {"boolean"}:
             # "with tax" for include_tax: True first, "without tax": False first
             cue = boolean_cue(self._param_name, self.question)
@@ -857,6 +886,11 @@ class StagedEngine:
                 stage1 = self.call_margin()
                 self.trace["answer_or_call"] = _rounded(stage1)
                 choice = "call" if stage1["margin"] > 0 else "answer"
+                if choice == "call" and not any(self.fillable(n) for n in self.order):
+                    # every tool needs a value nobody gave (a number, a file): a call would
+                    # carry an invented one, so the model answers (or asks for it)
+                    self.trace["no_fillable_tool"] = True
+                    choice = "answer"
         self.trace["choice"] = choice
         if choice == "answer":
             self.stage = "answer"
