@@ -489,10 +489,13 @@ class _Run:
         *,
         answered: bool = True,
         source: str = "model",
+        recorded: bool = False,
     ) -> RunResult:
+        """End the run with ``answer``. ``recorded``: the answer's message is in the history
+        already (a decision's reply), so it is not added twice."""
         duration = round(time.perf_counter() - self.started, 4)
         answered = answered and source in MODEL_SOURCES
-        if not answered:
+        if not answered and not recorded:
             # the run's outcome ends its conversation even when the model wrote no answer
             self.messages.append({"role": "assistant", "content": answer, "tool_calls": []})
         self.ended = True
@@ -562,7 +565,12 @@ class _Run:
                 self.messages.append(message)
                 source = _source_of(result)
                 return self.finish(
-                    "final", message["content"], _said(source), iteration, source=source
+                    "final",
+                    message["content"],
+                    _said(source),
+                    iteration,
+                    source=source,
+                    recorded=True,
                 )
             repeated = self.repeated_call(message["tool_calls"])
             if repeated is not None:
@@ -756,7 +764,12 @@ class _Run:
             if source == "extracted":
                 reason += "; " + _said(source)
             return self.finish(
-                status, result.ai_message["content"], reason, iterations, source=source
+                status,
+                result.ai_message["content"],
+                reason,
+                iterations,
+                source=source,
+                recorded=True,
             )
         reason += f", which failed too ({result.error.message if result.error else 'no reply'})"
         return self.no_answer(status, reason, iterations)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from lokal.llm.checks import (
     AnswerContext,
     check_answer,
@@ -182,7 +184,8 @@ def test_an_answer_that_only_repeats_the_questions_numbers_is_retried():
     ctx = AnswerContext(question="Compute 144 divided by 12, minus 3.", sources=["result: 9"])
     assert actions(check_answer("144.0000000000000001", ctx)[1]) == [("result_left_out", "retry")]
     # an answer without numbers, or a document full of numbers, is not this check's business
-    assert check_answer("The calculator returned a value.", ctx)[1] == []
+    checked = {f.check for f in check_answer("The calculator returned a value.", ctx)[1]}
+    assert "result_left_out" not in checked  # (it is ungrounded: another check's business)
     # an answer that adds a name is not a copy of the question
     ctx = AnswerContext(question="Who won the 2022 final?", sources=["Argentina won 4-2"])
     assert check_answer("Argentina won the 2022 final.", ctx)[1] == []
@@ -219,7 +222,8 @@ def test_a_which_file_question_answered_without_a_file_is_retried():
     other = AnswerContext(question="When is the outing?", sources=ctx.sources)
     assert check_answer("Remember to check the weather before the outing.", other)[1] == []
     none = AnswerContext(question=ctx.question, sources=["count: 3"])
-    assert check_answer("Remember to check the weather before the outing.", none)[1] == []
+    checked = {f.check for f in check_answer("Remember to check the weather.", none)[1]}
+    assert "file_unnamed" not in checked
     # the file a hit is about, not one its text mentions in passing ("data/sales.csv")
     hit = '{"results": [{"path": "notes.txt", "line": 5, "snippet": "team outing"}]}'
     read = AnswerContext(question=ctx.question, sources=[hit])
@@ -273,3 +277,45 @@ def test_quotes_any_tells_a_copy_of_the_closest_passages_from_another():
     assert quotes_any("Tools the agent can use: file_reader, calculator.", closest)
     assert quotes_any("It says: calculator | arithmetic. Ask away.", closest)
     assert not quotes_any("This guide shows how to work with the local agent runtime.", closest)
+
+
+def test_an_answer_without_the_computed_value_is_retried():
+    # "Look at notes.txt for the number of rows in the sales table, then add 7 to that
+    # number." read the file, computed 7 + 20 = 27, and answered with the notes file
+    question = "Look at notes.txt for the number of rows in the sales table, then add 7 to it."
+    notes = json.dumps({"path": "notes.txt", "content": "The sales table (20 rows)."})
+    computed = json.dumps({"expression": "7 + 20", "read_as": "7 + 20", "result": 27})
+    ctx = AnswerContext(question=question, sources=[notes, computed])
+    _, findings = check_answer("The sales table lives in data/sales.csv (20 rows).", ctx)
+    assert actions(findings) == [("computation_left_out", "retry")]
+    assert "27" in findings[0].detail
+    assert check_answer("20 + 7 = 27.0", ctx)[1] == []
+    # a calculator result beside a question that computes nothing ("Say hello to Lee") or a
+    # bigger record that happens to have a result field are not this check's business
+    ctx = AnswerContext(question="Say hello to Lee.", sources=[computed])
+    assert check_answer("Hello, Lee!", ctx)[1] == []
+    big = json.dumps({"result": 3, "a": 1, "b": 2, "c": 3, "d": 4})
+    ctx = AnswerContext(question="How many rows?", sources=[big])
+    assert check_answer("There are many.", ctx)[1] == []
+    # a result that is a bare number or a list is no record (it raised TypeError)
+    ctx = AnswerContext(question=question, sources=["3", "[1, 2]", "not json"])
+    assert check_answer("Three.", ctx)[1] == []
+
+
+def test_an_answer_that_uses_nothing_the_results_say_is_retried():
+    # "Search the workspace for the word Gizmo." answered with the search's bookkeeping
+    # ("truncated": false) told in words
+    hits = {"query": "Gizmo", "results": [{"path": "data/sales.csv", "line": 4,
+            "snippet": "East,Gizmo,8,7.25"}], "files_matched": 1, "truncated": False}  # fmt: skip
+    ctx = AnswerContext(
+        question="Search the workspace for the word Gizmo.", sources=[json.dumps(hits)]
+    )
+    text = "It's truncated to just one line of text with no additional information left out."
+    assert actions(check_answer(text, ctx)[1]) == [("ungrounded", "retry")]
+    assert check_answer("Gizmo is in data/sales.csv, line 4.", ctx)[1] == []
+    # the labels of a result's groups are what it says too; a short answer is not judged
+    totals = AnswerContext(question="Units per region?", sources=['{"East": 52, "West": 49}'])
+    assert check_answer("East sold the most units.", totals)[1] == []
+    assert check_answer("Yes, it does.", ctx)[1] == []
+    # an answer in Chinese over English results is not judged by shared words
+    assert check_answer("文件里提到了这个产品的销量信息。", ctx)[1] == []

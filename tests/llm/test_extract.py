@@ -235,3 +235,30 @@ def test_a_reply_refused_as_it_stood_is_not_handed_back_but_its_parts_are():
     # invented sentence) does not take the line away
     whole = [json.dumps({"content": NOTES_TEXT + " The review is tomorrow."})]
     assert extract_answer(messages, refused=whole).passage.text == review
+
+
+def test_a_flat_result_of_several_findings_is_one_passage_too():
+    # "What's the current weather like in Beijing?" was answered "country: China": each
+    # field of the weather record was a passage, and the location, the call's own argument,
+    # was left out of all of them
+    weather = {"location": "Beijing", "country": "China", "condition": "Sunny",
+               "temperature_c": 15, "humidity_pct": 30}  # fmt: skip
+    messages = read_turn("What's the current weather like in Beijing?", weather)
+    messages[1]["tool_calls"][0].update(
+        name="weather_forecast_current", args={"location": "Beijing"}
+    )
+    texts = [p.text for p in result_passages(messages)]
+    whole = (
+        "location: Beijing, country: China, condition: Sunny, temperature_c: 15, humidity_pct: 30"
+    )
+    assert whole in texts
+    assert "humidity_pct: 30" in texts  # a question about one finding still finds it alone
+    assert "location: Beijing" not in texts  # alone, the echo of the call says nothing
+    # a computation is one finding: its result alone, not the expression beside it
+    computed = tool_turn(
+        "What is 7 + 20?",
+        "calculator",
+        {"expression": "7 + 20"},
+        {"expression": "7 + 20", "result": 27},
+    )
+    assert [p.text for p in result_passages(computed)] == ["result: 27"]

@@ -377,3 +377,15 @@ def test_a_two_step_request_computes_with_the_value_the_file_gave():
     assert [(c["name"], c["args"]) for c in calls] == [("calculator", {"expression": "20 * 3"})]
     staged = second.to_dict()["attempts"][0]["staged"]
     assert staged["answer_or_call"]["signal_follow_up"] == 1.0
+    # once 20 * 3 is computed the request is done: an answer, not a search that buries it
+    compute = {"id": "call_002", "name": "calculator", "args": {"expression": "20 * 3"}}
+    computed = {"expression": "20 * 3", "result": 60}
+    messages += [
+        {"role": "assistant", "content": "", "tool_calls": [compute]},
+        {"role": "tool", "tool_call_id": "call_002", "name": "calculator",
+         "content": json.dumps({"status": "success", "output": computed, "error": None})},
+    ]  # fmt: skip
+    backend = ScriptedBackend(['{"content": "60"}'], scorer=score)
+    third = generate_ai_message(profile, messages, tools, backend=backend)
+    assert third.ai_message["tool_calls"] == [] and third.ai_message["content"] == "60"
+    assert third.to_dict()["attempts"][0]["staged"]["follow_up_done"] is True

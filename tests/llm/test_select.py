@@ -172,3 +172,20 @@ def test_an_on_request_pattern_that_is_not_a_regex_is_a_config_error():
     with pytest.raises(ValidationError, match=r"on_request\.remember"):
         ToolCallingSettings(on_request={"remember": "(unclosed"})
     assert "remember" in ToolCallingSettings().on_request
+
+
+@pytest.mark.slow
+def test_a_computation_on_a_result_keeps_the_calculator_on_offer(tools):
+    # "Look at notes.txt for the number of rows in the sales table, then add 7 to that
+    # number.": the calculator ranked below the top k, so the computation could not be made
+    from helpers import MODEL_CONFIG
+    from lokal.config import load_profile
+    from lokal.llm.request import _preselect
+
+    settings = load_profile(MODEL_CONFIG).with_tool_calling(preselect_k=1).tool_calling
+    question = "Look at notes.txt for the number of rows in the sales table, then add 7 to it."
+    selection = _preselect([{"role": "user", "content": question}], tools, settings, True)
+    assert "calculator" in selection.offered and len(selection.offered) <= 2
+    # a question that computes nothing with a result keeps the plain top k
+    selection = _preselect([{"role": "user", "content": "Open notes.txt"}], tools, settings, True)
+    assert selection.offered == ["file_reader"]

@@ -202,6 +202,9 @@ def test_when_even_the_forced_answer_fails_the_tool_result_is_extracted(profile,
     assert result.answer == "result: 42\n\n(quoted from calculator)"
     assert "lokal quoted the tool result" in result.stop_reason
     assert result.to_dict()["source"] == "extracted"
+    # the answer ends the history once (it was there twice)
+    assert [m["content"] for m in result.messages[-2:]] != [result.answer, result.answer]
+    assert result.messages[-1] == {"role": "assistant", "content": result.answer, "tool_calls": []}
 
 
 def test_with_no_result_to_extract_from_the_run_says_it_has_no_answer(profile, registry):

@@ -12,6 +12,7 @@ The quoted outputs of issue 20 are the tests (tests/llm/test_checks.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lokal.llm.signals import asks_for_each, asks_which_file, names_a_file
+from lokal.llm.staged.candidates import CJK, refers_back
 
 __all__ = [
     "LABELS",
@@ -164,6 +166,7 @@ _COMMON = set(
         "per",
     ]
 )
+_MIN_UNGROUNDED_WORDS = 3  # an answer this long (its own words) must use a word of the results
 _STOP = _OPEN_ENDS | {"i", "you", "it", "we", "they", "do", "does", "did", "what", "how", "why"}
 
 
@@ -428,6 +431,95 @@ def _check_result_left_out(text: str, ctx: AnswerContext) -> tuple[str, Finding 
     )
 
 
+def _computed(sources: Sequence[str]) -> str | None:
+    """The value of the turn's last computation: a small JSON result with a numeric
+    ``result`` (the calculator's ``{"expression": "7 + 20", "result": 27}``), as
+    ``_values`` writes numbers; None when no result is one."""
+    value = None
+    for source in sources:
+        with contextlib.suppress(ValueError):
+            record = json.loads(source)
+            if not isinstance(record, dict):
+                continue
+            result = record.get("result")
+            if (
+                len(record) <= 4
+                and isinstance(result, int | float)
+                and not isinstance(result, bool)
+            ):
+                value = f"{float(result):g}"
+    return value
+
+
+def _check_computation_left_out(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """An answer that does not state the value the turn's last computation returned, when
+    the question asks to compute with a value it had to find first (``refers_back``): "Look
+    at notes.txt for the number of rows, then add 7 to that number" computed ``7 + 20 = 27``
+    and was answered with the notes file. Asked for again (an extracted answer then quotes
+    the result). A request with other parts ("compute 2 + 2 and summarise three points")
+    may be answered by its summary."""
+    value = _computed(ctx.sources)
+    if value is None or not refers_back(ctx.question):
+        return text, None
+    if value in _values(text)[0]:
+        return text, None
+    return text, Finding(
+        "computation_left_out",
+        "retry",
+        f"the answer leaves out the computed result ({value}); answer with it",
+    )
+
+
+# a key that names a field (``truncated``, ``files_matched``), not a label the result reports
+_FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _found_words(source: str) -> set[str]:
+    """The words and numbers of what a tool result says: the values of a JSON result and
+    the keys that are labels (``East``), not field names (``truncated``, ``line``); or the
+    whole of a plain text one."""
+    texts: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not _FIELD_NAME.fullmatch(str(key)):
+                    texts.append(str(key))  # a label the result reports: {"East": 52}
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif node is not None and not isinstance(node, bool):
+            texts.append(str(node))
+
+    try:
+        walk(json.loads(source))
+    except ValueError:
+        texts = [source]
+    return {w.rstrip("s") for t in texts for w in _WORD.findall(t.casefold())}
+
+
+def _check_ungrounded(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """An answer of several words that uses nothing the tool results say, beyond the
+    question's own words: "Search the workspace for the word Gizmo" answered "It's truncated
+    to just one line of text with no additional information left out." (the search's
+    ``truncated: false`` told in words). Asked for again. Not for an answer in Chinese or
+    Japanese (the results may be in English)."""
+    if not ctx.sources or re.search(f"[{CJK}]", text):
+        return text, None
+    own = {w.rstrip("s") for w in _content_words(text) - _content_words(ctx.question)}
+    if len(own) < _MIN_UNGROUNDED_WORDS:
+        return text, None
+    found = set().union(*(_found_words(source) for source in ctx.sources))
+    if own & found:
+        return text, None
+    return text, Finding(
+        "ungrounded",
+        "retry",
+        "the answer says nothing the tool results say; answer from the results",
+    )
+
+
 def _group_labels(source: str) -> list[list[str]]:
     """The labels of each list of records in a JSON tool result whose records are told
     apart by their first text field (the regions of a group-by): ``[["East", "North"...]]``."""
@@ -664,8 +756,10 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("question_echo", _check_question_echo),
     ("contradiction", _check_contradiction),
     ("result_left_out", _check_result_left_out),
+    ("computation_left_out", _check_computation_left_out),
     ("file_unnamed", _check_file_unnamed),
     ("part_of_each", _check_part_of_each),
+    ("ungrounded", _check_ungrounded),
     ("stutter", _check_stutter),
     ("glued_words", _check_glued),
     ("unfinished", _check_unfinished),

@@ -103,6 +103,9 @@ _MAX_RECORD = 240
 _MAX_LISTING = 400
 
 
+_MIN_RECORD_FINDINGS = 3  # a flat result with this many fields of its own is one passage too
+
+
 def _record(item: Any, echoes: set[str]) -> str | None:
     """A list item that is a flat record (a search hit, a table row) as one passage, its
     fields together ("path: data/sales.csv, line: 4, snippet: East,Gizmo,8,7.25"): the file
@@ -164,6 +167,15 @@ def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, boo
                 return
             passages.extend((t, False) for t in text_passages(text))
 
+    if isinstance(output, dict):
+        # a result that is one flat record of several findings (the weather: condition,
+        # temperature, wind...) is also one passage, its subject with it ("location:
+        # Beijing" echoes the call, and says what the rest is about): "What's the weather
+        # like in Beijing?" is answered by the whole of it, not by "country: China"
+        found = [v for v in output.values() if v is not None and str(v).strip() not in echoes]
+        whole = _record(output, set())
+        if whole is not None and len(found) >= _MIN_RECORD_FINDINGS:
+            passages.append((whole, False))
     walk(output, "")
     return list(dict.fromkeys(passages)), listings
 

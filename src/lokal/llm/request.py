@@ -31,7 +31,8 @@ from lokal.llm.checks import AnswerContext, note_lines
 from lokal.llm.evidence import evidence
 from lokal.llm.prompts import build_prompt_messages, fit_messages
 from lokal.llm.select import Selection, default_selector
-from lokal.llm.staged import can_score
+from lokal.llm.staged import can_score, does_arithmetic
+from lokal.llm.staged.candidates import refers_back
 from lokal.messages import call_key, current_turn, last_user_text, read_tool_result
 from lokal.tools.schema import (
     ToolSpec,
@@ -329,11 +330,16 @@ def _preselect(
     decides in stages (which reads the similarity); None otherwise."""
     if not tools or (settings.preselect_k is None and not staged):
         return None
+    always = list(settings.always)
+    if staged and refers_back(last_user_text(messages)):
+        # "read notes.txt ..., then add 7 to that number": the calculator stays on offer for
+        # the computation after the read, however little the question looks like arithmetic
+        always += [t.name for t in tools if does_arithmetic(t)]
     return default_selector().select(
         messages,
         tools,
         k=settings.preselect_k,
-        always=settings.always,
+        always=always,
         on_request=settings.on_request,
     )
 

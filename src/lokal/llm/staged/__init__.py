@@ -14,6 +14,7 @@ from lokal.llm.staged.engine import (
     args_schema,
     can_score,
     capped,
+    does_arithmetic,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "args_schema",
     "can_score",
     "capped",
+    "does_arithmetic",
 ]

@@ -84,9 +84,9 @@ _EDGE_WORDS = frozenset(
 )
 
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"  # the ranges of CJK and kana
 _CJK_PUNCT = re.compile(r"[，。？！、：；（）《》【】]")
-_SCRIPT_BOUNDARY = re.compile(rf"(?<=[{_CJK}])(?=[^\s{_CJK}])|(?<=[^\s{_CJK}])(?=[{_CJK}])")
+_SCRIPT_BOUNDARY = re.compile(rf"(?<=[{CJK}])(?=[^\s{CJK}])|(?<=[^\s{CJK}])(?=[{CJK}])")
 
 
 def _spaced(text: str) -> str:

@@ -136,6 +136,14 @@ def _computes(tool: ToolSpec) -> bool:
     return any(wants_expression(p, spec) for p, spec in properties.items())
 
 
+def does_arithmetic(tool: ToolSpec) -> bool:
+    """Whether the tool is a calculator: it takes an expression and says it does arithmetic
+    (not a tool that takes a function's expression, "sin(x)", to integrate)."""
+    return _computes(tool) and bool(
+        _ARITHMETIC.search(f"{name_words(tool.name)} {tool.description}")
+    )
+
+
 def can_score(backend: Backend) -> bool:
     """Whether ``backend`` scores continuations and continues a given reply prefix."""
     return "score" in backend.capabilities and callable(getattr(backend, "score", None))
@@ -159,15 +167,16 @@ CUES: dict[str, re.Pattern[str]] = {
         ),
         (
             ("topk", "top k", "top", "rank", "sort", "order by"),
-            r"\b(?:top|highest|largest|biggest|most|best|lowest|smallest|least|rank\w*)\b",
+            r"\b(?:top|highest|largest|biggest|greatest|most|best|lowest|smallest|least|fewest"
+            r"|rank\w*)\b",
         ),
         (("sum", "total"), r"\b(?:total|sum|overall|altogether)\b"),
         (("mean", "average", "avg"), r"\b(?:average|mean|avg)\b"),
         (("count",), r"\b(?:how many|count|number of)\b"),
-        (("min", "minimum"), r"\b(?:min(?:imum)?|lowest|smallest|least)\b"),
-        (("max", "maximum"), r"\b(?:max(?:imum)?|highest|largest|biggest|most)\b"),
+        (("min", "minimum"), r"\b(?:min(?:imum)?|lowest|smallest|least|fewest)\b"),
+        (("max", "maximum"), r"\b(?:max(?:imum)?|highest|largest|biggest|greatest|most)\b"),
         (("filter", "where"), r"\b(?:where|only those|filter\w*)\b"),
-        (("ascending",), r"\b(?:lowest|smallest|least|ascending)\b"),
+        (("ascending",), r"\b(?:lowest|smallest|least|fewest|ascending)\b"),
     )
     for key in keys
 }
@@ -512,6 +521,16 @@ class StagedEngine:
             return []
         return [name for name, tool in self.tools.items() if _computes(tool)]
 
+    def _follow_up_done(self) -> bool:
+        """Whether the question's last step, a computation with a value the results hold
+        ("..., then add 7 to that number"), has been made in this turn: the request is
+        done, and another call would only bury its result."""
+        if not self.has_results or not refers_back(self.question):
+            return False
+        results = [json.dumps(r, ensure_ascii=False) for r in self.results]
+        formulas = follow_up_candidates(self.question, results)
+        return any(json.dumps(f) in key for key in self.done for f in formulas)
+
     def tool_scores(self, prefix: str, focus: str | None = None) -> dict[str, dict[str, float]]:
         """Stage 2: per tool, the model's log-probability of its name (normalised over the
         candidates), the similarity and BM25 to the question (or to the part of it still to
@@ -582,7 +601,7 @@ class StagedEngine:
                 return False
             if (
                 wants_expression(param, spec)
-                and _ARITHMETIC.search(f"{name_words(tool.name)} {tool.description}")
+                and does_arithmetic(tool)
                 and not [*text_numbers(self.question), *number_candidates(self.question)]
                 and not self._follow_up_tools()
             ):
@@ -886,6 +905,9 @@ class StagedEngine:
                 stage1 = self.call_margin()
                 self.trace["answer_or_call"] = _rounded(stage1)
                 choice = "call" if stage1["margin"] > 0 else "answer"
+                if choice == "call" and self._follow_up_done():
+                    self.trace["follow_up_done"] = True
+                    choice = "answer"
                 if choice == "call" and not any(self.fillable(n) for n in self.order):
                     # every tool needs a value nobody gave (a number, a file): a call would
                     # carry an invented one, so the model answers (or asks for it)
