@@ -317,5 +317,11 @@ def test_an_answer_that_uses_nothing_the_results_say_is_retried():
     totals = AnswerContext(question="Units per region?", sources=['{"East": 52, "West": 49}'])
     assert check_answer("East sold the most units.", totals)[1] == []
     assert check_answer("Yes, it does.", ctx)[1] == []
+    # a short number of the results grounds it ("6 * 7 is 42" after 42.0)
+    computed = AnswerContext(
+        question="What is 6 * 7, and what does notes.txt say?", sources=["42.0"]
+    )
+    text = "6 * 7 is 42; notes.txt could not be read (no such file)."
+    assert check_answer(text, computed)[1] == []
     # an answer in Chinese over English results is not judged by shared words
     assert check_answer("文件里提到了这个产品的销量信息。", ctx)[1] == []

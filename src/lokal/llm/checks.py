@@ -437,7 +437,7 @@ def _computed(sources: Sequence[str]) -> str | None:
     ``_values`` writes numbers; None when no result is one."""
     value = None
     for source in sources:
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):  # (a result nested too deep)
             record = json.loads(source)
             if not isinstance(record, dict):
                 continue
@@ -478,24 +478,20 @@ def _found_words(source: str) -> set[str]:
     """The words and numbers of what a tool result says: the values of a JSON result and
     the keys that are labels (``East``), not field names (``truncated``, ``line``); or the
     whole of a plain text one."""
+    try:
+        stack: list[Any] = [json.loads(source)]
+    except (ValueError, RecursionError):
+        stack = [source]
     texts: list[str] = []
-
-    def walk(node: Any) -> None:
+    while stack:  # a loop, not recursion: a client may send JSON nested thousands deep
+        node = stack.pop()
         if isinstance(node, dict):
-            for key, value in node.items():
-                if not _FIELD_NAME.fullmatch(str(key)):
-                    texts.append(str(key))  # a label the result reports: {"East": 52}
-                walk(value)
+            texts += [str(k) for k in node if not _FIELD_NAME.fullmatch(str(k))]  # {"East": 52}
+            stack += node.values()
         elif isinstance(node, list):
-            for item in node:
-                walk(item)
+            stack += node
         elif node is not None and not isinstance(node, bool):
             texts.append(str(node))
-
-    try:
-        walk(json.loads(source))
-    except ValueError:
-        texts = [source]
     return {w.rstrip("s") for t in texts for w in _WORD.findall(t.casefold())}
 
 
@@ -513,6 +509,10 @@ def _check_ungrounded(text: str, ctx: AnswerContext) -> tuple[str, Finding | Non
     found = set().union(*(_found_words(source) for source in ctx.sources))
     if own & found:
         return text, None
+    # a number the results hold ("6 * 7 is 42" after 42.0), however short
+    numbers = _values(text)[0] - _values(ctx.question)[0]
+    if numbers & set().union(*(_values(source)[0] for source in ctx.sources)):
+        return text, None
     return text, Finding(
         "ungrounded",
         "retry",
@@ -525,7 +525,7 @@ def _group_labels(source: str) -> list[list[str]]:
     apart by their first text field (the regions of a group-by): ``[["East", "North"...]]``."""
     try:
         value = json.loads(source)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     found: list[list[str]] = []
 
@@ -545,7 +545,10 @@ def _group_labels(source: str) -> list[list[str]]:
             for child in node:
                 walk(child)
 
-    walk(value)
+    try:
+        walk(value)
+    except RecursionError:  # a result nested too deep to be a table's groups
+        return []
     return found
 
 
