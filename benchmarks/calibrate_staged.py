@@ -2,12 +2,12 @@
 
     .venv/bin/python benchmarks/calibrate_staged.py [--profile smollm2-135m] \
         [--cases data/dev/cases] [--tools data/dev/tools_lokal_run.json] [--out outputs/calibration] \
-        [--limit N]
+        [--limit N] [--stage1 | --names | --continue-bfcl CATEGORIES]
 
-Development cases only (``data/dev/cases``): never the evaluation sets (``data/bench_cases``,
-BFCL), which the reported numbers come from. For every case the script runs the profile's
-prompt and preselection as ``generate_ai_message`` does and records the raw evidence of each
-stage, then fits:
+Development cases only (``data/dev/cases``, BFCL's development split): never the evaluation
+sets (``data/bench_cases``, BFCL's evaluation split), which the reported numbers come
+from. For every case the script runs the profile's prompt and preselection as
+``generate_ai_message`` does and records the raw evidence of each stage, then fits:
 
 - answer or call: a logistic regression of "the case expects a call" on the model's opening
   margin, the preselection similarity and "this turn has tool results" (weights and bias);
@@ -16,6 +16,13 @@ stage, then fits:
   given, on the cases whose expected arguments are listed;
 - another call: a logistic regression of "more than one call expected" on the continue
   margin and the similarity of the parts of the request no call has used yet.
+
+``--continue-bfcl parallel,parallel_multiple,simple_python,...`` fits the another-call
+stage alone on BFCL's development split (the questions at positions that are multiples of
+5; the evaluation split is never read): lokal's own cases hold few requests for several
+calls of one tool, BFCL's ``parallel`` categories are made of them. It prints in-sample and
+5-fold out-of-fold accuracy with and without the values stated later (``later``,
+``cued``) and the weights kept.
 
 It prints the ``staged:`` settings to put in configs/model.yaml and writes the evidence and
 the fit to ``--out`` (features.jsonl, fit.json). Accuracies printed are on the development
@@ -110,8 +117,12 @@ def collect(profile, cases, default_tools, stage1_only: bool = False, names_only
             head = CALL_OPENING + tool.name + '", "args": '
             text = engine.fill_args(head, schema)
             engine.cover(text)
-            evidence = engine.continue_evidence(head + text + "}", {tool.name})
-            row["continue"] = {k: evidence[k] for k in ("lm", "pending", "listed")}
+            try:
+                made = [json.loads(text)]
+            except json.JSONDecodeError:
+                made = []
+            evidence = engine.continue_evidence(head + text + "}", {tool.name}, made)
+            row["continue"] = {k: evidence[k] for k in CONTINUE}
         rows.append(row)
         print(f"  {case['id']:28s} lm={row['lm']:+.2f} sim={row['similarity']:.2f}", flush=True)
     return rows
@@ -202,21 +213,30 @@ def fit_stage1(rows, features=STAGE1):
     return {**weights, "similarity_center": 0.0, "call_bias": bias, "accuracy": accuracy}
 
 
+def _with_and_without(rows, every, without, fit, cross_validate, labels, folds) -> dict:
+    """In-sample and out-of-fold accuracy with ``every`` feature and with ``without``: the
+    features left out are kept only when they raise out-of-fold accuracy."""
+    out = {}
+    for label, features in zip(labels, (every, without), strict=True):
+        fitted = fit(rows, features)
+        out[label] = {
+            "in_sample": fitted["accuracy"],
+            "out_of_fold": cross_validate(rows, folds, features),
+            "fit": fitted,
+        }
+    keep = out[labels[0]]["out_of_fold"] > out[labels[1]]["out_of_fold"]
+    out["kept"] = labels[0] if keep else labels[1]
+    return out
+
+
 def stage1_with_and_without(rows, folds: int = 5) -> dict:
     """In-sample and out-of-fold accuracy with every feature and without the checkable
     signal: the signal is kept only when it raises out-of-fold accuracy."""
     without = tuple(f for f in STAGE1 if f != "signal")
-    out = {}
-    for label, features in (("with_signal", STAGE1), ("without_signal", without)):
-        fit = fit_stage1(rows, features)
-        out[label] = {
-            "in_sample": fit["accuracy"],
-            "out_of_fold": cross_validated_stage1(rows, folds, features),
-            "fit": fit,
-        }
-    keep = out["with_signal"]["out_of_fold"] > out["without_signal"]["out_of_fold"]
-    out["kept"] = "with_signal" if keep else "without_signal"
-    return out
+    labels = ("with_signal", "without_signal")
+    return _with_and_without(
+        rows, STAGE1, without, fit_stage1, cross_validated_stage1, labels, folds
+    )
 
 
 NAME_FILE_GRID = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0)
@@ -318,23 +338,135 @@ def fit_values(rows):
     }
 
 
-def fit_continue(rows):
-    """Logistic regression of "the case expects more than one call" on the continue margin
-    and the pending-part similarity (weights and bias, as for stage 1)."""
-    cases = [r for r in rows if "continue" in r]
-    x = np.array([[r["continue"][k] for k in ("lm", "pending", "listed")] for r in cases])
+CONTINUE = ("lm", "pending", "listed", "later", "cued")
+CONTINUE_WEIGHTS = (
+    "continue_lm_weight",
+    "continue_clause_weight",
+    "continue_list_weight",
+    "continue_later_weight",
+    "continue_cue_weight",
+)
+
+
+def _continue_xy(cases, features=CONTINUE):
+    x = np.array([[float(r["continue"].get(f, 0.0)) for f in features] for r in cases])
     y = np.array([1.0 if r["calls"] > 1 else 0.0 for r in cases])
+    return x, y
+
+
+def fit_continue(rows, features=CONTINUE):
+    """Logistic regression of "the case expects more than one call" on the continue
+    evidence (weights and bias, as for stage 1; a feature left out gets weight 0)."""
+    cases = [r for r in rows if "continue" in r]
+    x, y = _continue_xy(cases, features)
     w_raw, bias = _logistic(x, y)
     accuracy = float((((x @ w_raw + bias) > 0) == (y > 0.5)).mean())
+    weights = dict.fromkeys(CONTINUE_WEIGHTS, 0.0)
+    weights.update(
+        {
+            CONTINUE_WEIGHTS[CONTINUE.index(f)]: float(w)
+            for f, w in zip(features, w_raw, strict=True)
+        }
+    )
     return {
-        "continue_lm_weight": float(w_raw[0]),
-        "continue_clause_weight": float(w_raw[1]),
-        "continue_list_weight": float(w_raw[2]),
+        **weights,
         "continue_bias": bias,
         "accuracy": accuracy,
         "cases": len(cases),
         "multi_call_cases": int(y.sum()),
     }
+
+
+def cross_validated_continue(rows, folds: int = 5, features=CONTINUE) -> float:
+    """Accuracy of the another-call decision on held-out cases (k-fold, in order)."""
+    cases = [r for r in rows if "continue" in r]
+    right = 0
+    for fold in range(folds):
+        train = [r for i, r in enumerate(cases) if i % folds != fold]
+        test = [r for i, r in enumerate(cases) if i % folds == fold]
+        if not test or not train:
+            continue
+        fit = fit_continue(train, features)
+        x, y = _continue_xy(test, features)
+        w = np.array([fit[CONTINUE_WEIGHTS[CONTINUE.index(f)]] for f in features])
+        right += int((((x @ w + fit["continue_bias"]) > 0) == (y > 0.5)).sum())
+    return right / max(1, len(cases))
+
+
+def continue_with_and_without(rows, folds: int = 5) -> dict:
+    """In-sample and out-of-fold accuracy of the another-call decision with every feature
+    and without ``later`` and ``cued`` (the values stated later): they are kept only when
+    they raise out-of-fold accuracy."""
+    without = tuple(f for f in CONTINUE if f not in ("later", "cued"))
+    labels = ("with_later", "without_later")
+    return _with_and_without(
+        rows, CONTINUE, without, fit_continue, cross_validated_continue, labels, folds
+    )
+
+
+def refit_rows(path: Path, categories: list[str]) -> list[dict]:
+    """The rows of an earlier ``--continue-bfcl`` run with ``later`` and ``cued`` computed
+    again from each row's stored arguments (the model's evidence is kept as it was)."""
+    from lokal.bench.bfcl_data import load_split
+    from lokal.llm.staged.candidates import cued_again, later_values
+
+    questions = {
+        e["id"]: last_user_text(e["question"][0])
+        for category in categories
+        for e in load_split(category, "dev")
+    }
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["id"] not in questions:
+            continue
+        question, made = questions[row["id"]], row.get("args") or []
+        values = later_values(question, made)
+        row["continue"]["later"] = 1.0 if values else 0.0
+        row["continue"]["cued"] = 1.0 if values and cued_again(question, made, values) else 0.0
+        rows.append(row)
+    return rows
+
+
+def collect_bfcl_continue(profile, categories: list[str], limit: int | None = None):
+    """The another-call evidence on BFCL's development split (positions that are multiples
+    of 5, never the evaluation split): the engine fills the first expected call as it would,
+    then scores another call; the label is whether BFCL expects more than one."""
+    from lokal.bench.bfcl_data import load_split
+
+    backend = get_backend(profile)
+    neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
+    rows = []
+    for category in categories:
+        for entry in load_split(category, "dev", limit=limit):
+            truth = entry.get("ground_truth") or []
+            if not truth:
+                continue
+            tools = tool_specs(entry["function"])
+            case = {"messages": entry["question"][0]}
+            engine, _, _ = _engine(backend, profile, case, tools, neutral)
+            wanted = next(iter(truth[0]))
+            tool = engine.tools.get(wanted) or engine.tools.get(wanted.replace(".", "_"))
+            if tool is None:
+                continue
+            schema = args_schema(tool, engine.question, engine.settings, optional="mentioned")
+            head = CALL_OPENING + tool.name + '", "args": '
+            text = engine.fill_args(head, schema)
+            engine.cover(text)
+            try:
+                args = [json.loads(text)]
+            except json.JSONDecodeError:
+                args = []
+            evidence = engine.continue_evidence(head + text + "}", {tool.name}, args)
+            row = {
+                "id": entry["id"],
+                "calls": len(truth),
+                "continue": {k: evidence[k] for k in CONTINUE},
+                "args": args,
+            }
+            rows.append(row)
+            print(f"  {entry['id']:28s} calls={len(truth)} {row['continue']}", flush=True)
+    return rows
 
 
 def _report_compared(rows, compared: dict, out: Path, stage: str, labels) -> None:
@@ -377,8 +509,33 @@ def main(argv: list[str] | None = None) -> int:
         help="answer or call and which tool only: the name stage's in-sample and out-of-fold "
         "accuracy with and without the named-file feature (name_file_weight)",
     )
+    parser.add_argument(
+        "--continue-bfcl",
+        default=None,
+        metavar="CATEGORIES",
+        help="another call only, on BFCL's development split of these categories "
+        "(comma-separated): in-sample and out-of-fold accuracy with and without 'later'",
+    )
+    parser.add_argument(
+        "--features",
+        default=None,
+        help="with --continue-bfcl: refit on the rows of an earlier run (its "
+        "features_continue.jsonl), recomputing 'later' and 'cued' from the stored arguments "
+        "(no model run)",
+    )
     args = parser.parse_args(argv)
     profile = load_profile(args.model_config, args.profile, tool_calling="staged")
+    if args.continue_bfcl:
+        categories = [c.strip() for c in args.continue_bfcl.split(",") if c.strip()]
+        if args.features:
+            rows = refit_rows(Path(args.features), categories)
+        else:
+            rows = collect_bfcl_continue(profile, categories, args.limit)
+        compared = continue_with_and_without(rows)
+        _report_compared(
+            rows, compared, Path(args.out), "continue", ("with_later", "without_later")
+        )
+        return 0
     cases = load_cases(args.cases)[: args.limit]
     tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
     print(f"collecting evidence on {len(cases)} development cases ({profile.name})", flush=True)

@@ -97,7 +97,10 @@ class StagedSettings(_Strict):
     path, e-mail, URL or date has no value)``. Another call: ``continue_lm_weight * (log p(next
     call) - log p(end)) + continue_clause_weight * (best similarity between a part of the
     request no call has used yet and a tool not called yet) + continue_list_weight * (such a
-    part is a bare list item) + continue_bias > 0``.
+    part is a bare list item) + continue_later_weight * (the question states values of the
+    kinds the calls took after the last one they used, and no call used them) +
+    continue_cue_weight * (such a value follows the same word as a used one) + continue_bias
+    > 0``.
     """
 
     lm_weight: float = 1.0
@@ -117,6 +120,8 @@ class StagedSettings(_Strict):
     continue_lm_weight: float = 1.0
     continue_clause_weight: float = 0.0
     continue_list_weight: float = 0.0
+    continue_later_weight: float = 0.0
+    continue_cue_weight: float = 0.0
     continue_bias: float = 0.0
     value_length_weight: float = Field(
         0.0, description="added times log(characters) to a candidate value's log-probability"

@@ -73,6 +73,17 @@ def _calibration_out(tmp: Path, stdout: str) -> None:
     assert {"stage1", "names", "values", "continue", "recall_at_k"} <= set(fit)
 
 
+def _calibration_continue_out(tmp: Path, stdout: str) -> None:
+    rows = _lines(tmp / "calibration" / "features_continue.jsonl")
+    assert len(rows) == 4  # two development questions of each category
+    assert {r["id"].rsplit("_", 1)[0] for r in rows} == {"parallel", "simple_python"}
+    assert all(set(r["continue"]) == {"lm", "pending", "listed", "later", "cued"} for r in rows)
+    # BFCL's development split only: positions that are multiples of 5
+    assert all(int(r["id"].rsplit("_", 1)[1]) % 5 == 0 for r in rows)
+    compared = json.loads((tmp / "calibration" / "continue.json").read_text("utf-8"))
+    assert compared["kept"] in ("with_later", "without_later")
+
+
 def _calibration_names_out(tmp: Path, stdout: str) -> None:
     rows = _lines(tmp / "calibration" / "features_names.jsonl")
     assert len(rows) == 5
@@ -197,6 +208,30 @@ SMOKES = [
             env=ONE_THREAD,
         ),
         id="calibrate_staged_names",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
+            "calibrate_staged.py",
+            (
+                "--continue-bfcl",
+                "parallel,simple_python",
+                "--limit",
+                "2",
+                "--out",
+                "{tmp}/calibration",
+            ),
+            (
+                r"^  parallel_0 +calls=2 \{'lm': -?\d",
+                r"^with_later: in-sample \d+\.\d %, out-of-fold \d+\.\d %$",
+                r"^without_later: in-sample \d+\.\d %, out-of-fold \d+\.\d %$",
+                r'^staged: \{"continue_lm_weight": .*"continue_later_weight": -?\d',
+            ),
+            timeout=180,
+            check=_calibration_continue_out,
+            env=ONE_THREAD,
+        ),
+        id="calibrate_staged_continue",
         marks=MODEL,
     ),
     pytest.param(

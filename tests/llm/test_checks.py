@@ -7,6 +7,7 @@ import json
 from lokal.llm.checks import (
     AnswerContext,
     check_answer,
+    counting,
     glued_words,
     quotes_any,
     repeated_blocks,
@@ -325,3 +326,17 @@ def test_an_answer_that_uses_nothing_the_results_say_is_retried():
     assert check_answer(text, computed)[1] == []
     # an answer in Chinese over English results is not judged by shared words
     assert check_answer("文件里提到了这个产品的销量信息。", ctx)[1] == []
+
+
+def test_an_answer_that_counts_on_is_retried():
+    # the held-out "days in a week" task, forced without tools: "The answer is 18. The answer
+    # is 19. ..." passed every check before
+    text = "The answer is 18. The answer is 19. The answer is 20. The answer is 21."
+    assert counting(text) == "the answer is #"
+    _, findings = check_answer(text, AnswerContext(question="How many days are in a week?"))
+    assert actions(findings) == [("counting", "retry")]
+    # one number per region, or the same sentence twice, is no counting
+    assert counting("East sold 52 units. West sold 49 units. North sold 38 units.") is None
+    assert counting("Week 1 starts on Monday. Week 2 starts on Monday.") is None
+    # a numbered list is no counting
+    assert counting("Three points:\n1. Tools\n2. Memory\n3. The loop") is None

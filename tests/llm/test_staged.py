@@ -11,7 +11,14 @@ from lokal.llm.backends import Completion
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
-from lokal.llm.staged.candidates import column_cue, text_numbers, text_spans, wants_numbers
+from lokal.llm.staged.candidates import (
+    column_cue,
+    cued_again,
+    later_values,
+    text_numbers,
+    text_spans,
+    wants_numbers,
+)
 
 NEUTRAL = {
     "lm_weight": 1.0,
@@ -588,3 +595,147 @@ def test_the_columns_a_question_names_fill_the_table_parameters(question, expect
     assert args["column"] == expected[0]
     if expected[1] is not None:
         assert args["group_by"] == expected[1]
+
+
+@pytest.mark.parametrize(
+    ("question", "made", "later"),
+    [
+        # the same parameter again, further on: another call of the same tool
+        ("What is the factorial of 4, of 6 and of 8?", [{"n": 4}], [6, 8]),
+        ("What is the factorial of 4, of 6 and of 8?", [{"n": 4}, {"n": 6}], [8]),
+        (
+            "Loans of $300,000 at Acme Bank and $450,000 at Brook Credit",
+            [{"amount": 300000, "bank": "Acme Bank"}],
+            [450000, "Brook Credit"],
+        ),
+        ("Show the forecast for 'Oslo', then for 'Bergen'.", [{"city": "Oslo"}], ["Bergen"]),
+        # a rate given as a fraction used the "4%" the question states
+        ("Grow 1000 at 4% for 3 years", [{"p": 1000, "rate": 0.04, "years": 3}], []),
+        # a capitalised word that opens a clause is no value
+        (
+            "Find cases of Dana Corp filed in 2019, Also show",
+            [{"company": "Dana Corp", "year": 2019}],
+            [],
+        ),
+        # a date normalised from the question's words used its day, month and year
+        (
+            "Book a room in Lyon from March 4th, 2024 for 2 nights",
+            [{"city": "Lyon", "date": "2024-03-04", "nights": 2}],
+            [],
+        ),
+        # a unit after a number, a state after a used city: parts of the values used
+        ("Fuel for 9,000 miles at 30 MPG", [{"miles": 9000, "mpg": 30}], []),
+        ("Cases from 2021 in Austin, Texas", [{"year": 2021, "city": "Austin"}], []),
+        # values the call used every one of, or no value of the question at all
+        ("Area of a triangle with base 6 and height 9", [{"base": 6, "height": 9}], []),
+        ("Say hello", [{"text": "hi"}], []),
+    ],
+)
+def test_values_stated_after_the_ones_a_call_used(question, made, later):
+    assert later_values(question, made) == later
+
+
+FACTORIAL = {
+    "name": "factorial",
+    "description": "The factorial of a number.",
+    "parameters": {
+        "type": "object",
+        "properties": {"number": {"type": "integer"}},
+        "required": ["number"],
+    },
+}
+
+
+def test_values_stated_later_make_another_call_of_the_same_tool():
+    """The model alone would stop after the first call (``lm`` -1); the later values outweigh
+    it, and once every stated value is used the calls end (``later`` 0)."""
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return -1.0
+        if continuation == "]}":
+            return 0.0
+        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "factorial": 0.0})(
+            prefix, continuation
+        )
+
+    question = "What is the factorial of 5, and the factorial of 7?"
+    later = staged_profile(continue_lm_weight=1.0, continue_later_weight=3.0)
+    result = ask(question, ScriptedBackend(scorer=score), later, tools=[FACTORIAL])
+    assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [{"number": 5}, {"number": 7}]
+    steps = result["attempts"][-1]["staged"]["calls"]
+    assert [s["continue"]["later"] for s in steps] == [1.0, 0.0]
+    without = staged_profile(continue_lm_weight=1.0, continue_later_weight=0.0)
+    result = ask(question, ScriptedBackend(scorer=score), without, tools=[FACTORIAL])
+    assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [{"number": 5}]
+
+
+def test_an_answer_that_repeats_a_tools_error_is_not_an_answer():
+    # pair p19b: "In a sentence, what does calling a tool mean for an agent?" called
+    # calculator-like code_execution({}) and answered with its error, labelled quoted
+    calc = next(t for t in basic_tools() if t["function"]["name"] == "calculator")
+    name = calc["function"]["name"]
+    call = {"id": "call_001", "name": name, "args": {"expression": ""}}
+    error = "ValueError: give exactly one of code or command"
+    messages = [
+        {"role": "user", "content": "In a sentence, what does calling a tool mean for an agent?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_001", "name": name,
+         "content": json.dumps({"status": "error", "error": error})},
+    ]  # fmt: skip
+    copied = json.dumps({"content": f"{name} failed: {error}"})
+    backend = ScriptedBackend(
+        [copied, copied, copied], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0})
+    )
+    result = generate_ai_message(staged_profile(), messages, [calc], backend=backend).to_dict()
+    assert result["attempts"][0]["error"]["type"] == "bad_reply"
+    assert "error message" in result["attempts"][0]["error"]["message"]
+    assert result["parse"].get("answer_source") != "quoted"
+    # copied again after the retry: no answer, a labelled error (the run says why)
+    assert result["status"] == "error" and result["ai_message"] is None
+
+
+def test_a_second_call_filled_like_the_first_takes_the_next_stated_value():
+    """The model likes 5 best for every call: the second call, identical to the first,
+    takes the value the question states next (7) instead of being merged away."""
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return -1.0
+        if continuation == "]}":
+            return 0.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "factorial": 0.0, "5": -0.5, "7": -2.0}
+        return scorer(table)(prefix, continuation)
+
+    profile = staged_profile(continue_lm_weight=1.0, continue_later_weight=3.0)
+    question = "What is the factorial of 5, and the factorial of 7?"
+    result = ask(question, ScriptedBackend(scorer=score), profile, tools=[FACTORIAL])
+    assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [{"number": 5}, {"number": 7}]
+    assert result["attempts"][-1]["staged"]["next_values"] == [{"number": 7}]
+
+
+@pytest.mark.parametrize(
+    ("question", "made", "cued"),
+    [
+        # the question asks the same thing again with another value
+        (
+            "What is the factorial of 4, the factorial of 6 and the factorial of 8?",
+            [{"n": 4}],
+            True,
+        ),
+        (
+            "Save stage 2 in easy mode and stage 5 in hard mode",
+            [{"stage": 2, "mode": "easy"}],
+            True,
+        ),
+        # a later number of another kind: the land area after the population
+        (
+            "Density of Peru if the population is 34 million and the area is 1.3 million km2",
+            [{"country": "Peru", "population": 34000000}],
+            False,
+        ),
+        ("Area of a triangle with base 6 and height 9", [{"base": 6, "height": 9}], False),
+    ],
+)
+def test_a_later_value_after_the_same_word_as_a_used_one(question, made, cued):
+    assert cued_again(question, made, later_values(question, made)) is cued

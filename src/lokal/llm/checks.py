@@ -263,6 +263,37 @@ def _check_repeats(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     )
 
 
+def counting(text: str, *, times: int = 3) -> str | None:
+    """A sentence said ``times``+ times with only its numbers changed ("The answer is 18.
+    The answer is 19. The answer is 20."): the model counting on instead of answering. The
+    sentence's shape (numbers as ``#``), or None."""
+    shapes: dict[str, set[str]] = {}
+    for piece in _pieces(text):
+        numbers = _NUMBER.findall(piece)
+        if not numbers:
+            continue
+        shape = _NUMBER.sub("#", _norm_numbers(piece))
+        if len([w for w in shape.split() if w != "#"]) < 2:
+            continue  # a list's "1." "2." "3.", or a bare number: no sentence
+        shapes.setdefault(shape, set()).add(" ".join(numbers))
+    return next((shape for shape, seen in shapes.items() if len(seen) >= times), None)
+
+
+def _norm_numbers(piece: str) -> str:
+    return " ".join(re.findall(r"[^\W_]+|\d[\d,.]*", piece.casefold())).strip(" .")
+
+
+def _check_counting(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    shape = counting(text)
+    if shape is None:
+        return text, None
+    return text, Finding(
+        "counting",
+        "retry",
+        f"the answer says {shape[:50]!r} again and again with other numbers; answer once",
+    )
+
+
 def _content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.casefold()) if w not in _STOP and len(w) > 2}
 
@@ -755,6 +786,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("labels", strip_labels),
     ("repeated_block", _check_repeats),
     ("restated", _check_restated),
+    ("counting", _check_counting),
     ("echoed_context", _check_echo),
     ("question_echo", _check_question_echo),
     ("contradiction", _check_contradiction),

@@ -14,6 +14,7 @@ and keeps one call when parallel calls are off. The attempt loop
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -369,6 +370,10 @@ def check_quality(message: dict[str, Any], details: dict[str, Any], ctx: ReplyCo
     return message
 
 
+# a failed call's passage (lokal.llm.evidence.result_passages): "calculator failed: ..."
+_FAILURE = re.compile(r"^[\w.-]+ failed: ")
+
+
 def check_source(message: dict[str, Any], details: dict[str, Any], ctx: ReplyContext) -> Any:
     """Where a text answer came from: ``quoted`` (it copies passages lokal showed) or
     ``model``."""
@@ -377,6 +382,14 @@ def check_source(message: dict[str, Any], details: dict[str, Any], ctx: ReplyCon
         content = message.get("content") or ""
         shown = [*request.answer_context.sources, *(request.found or [])]
         quoted = bool(shown) and quoted_from(content, shown)
+        failures = [p for p in shown if _FAILURE.match(p)]
+        if quoted and failures and quoted_from(content, failures):
+            # "code_execution failed: ValueError: give exactly one of code or command" as
+            # the answer to "what does calling a tool mean?": an error is no answer
+            raise BadReply(
+                "the answer repeats a tool's error message; answer the question, or say in "
+                "your own words that the tool failed"
+            )
         if quoted and request.found and not quotes_any(content, request.found):
             # "This guide shows how to work with the local agent runtime." for "which tools
             # can the agent use?": a copy of the result, but not of what answers the question

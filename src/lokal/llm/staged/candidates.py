@@ -38,6 +38,7 @@ __all__ = [
     "QUOTED",
     "boolean_cue",
     "clauses",
+    "cued_again",
     "follow_up_candidates",
     "formula_candidates",
     "implied_count",
@@ -46,12 +47,14 @@ __all__ = [
     "is_a_topic",
     "is_expression",
     "iso_dates",
+    "later_values",
     "leaf_strings",
     "list_bound",
     "number_candidates",
     "number_words",
     "percentages",
     "refers_back",
+    "states_any",
     "text_numbers",
     "text_spans",
     "unit_numbers",
@@ -236,6 +239,145 @@ def clauses(question: str) -> list[str]:
     the question split at commas, semicolons and sequence words (and, then, also, 然后…)."""
     parts = [p.strip(" .?!。？！") for p in _CLAUSE_SPLIT.split(question)]
     return [p for p in parts if any(c.isalnum() for c in p)]
+
+
+# A name the question states: a run of capitalised words ("Wells Fargo", "Boreal Forests of
+# Canada"), or a quoted value
+_GROUPED_NUMBER = re.compile(
+    r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.]*\d)|" + _NUMBER.pattern
+)
+_NAME = re.compile(r"\b[A-Z][\w'&-]*(?:\.\w+)*(?:\s+(?:of\s+|de\s+)?[A-Z0-9][\w'&-]*(?:\.\w+)*)*")
+# capitalised words that are no value: a pronoun, a sentence's opening word after a comma
+_NOT_NAMES = frozenset([
+    "i", "also", "then", "lastly", "finally", "next", "please", "can", "could", "would", "will",
+    "what", "which", "how", "who", "when", "where", "and", "or", "but", "if", "so", "plus",
+    "additionally", "moreover", "furthermore", "besides",
+])  # fmt: skip
+_SENTENCE_START = re.compile(r"(?:^|[.?!:]\s+|[\"“(]\s*)$")
+
+
+def _flat_values(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in _flat_values(item)]
+    if isinstance(value, list):
+        return [v for item in value for v in _flat_values(item)]
+    return [value]
+
+
+def later_values(question: str, args: list[dict[str, Any]]) -> list[Any]:
+    """The values the question states after the last one these calls used, of a kind the
+    calls took, that no call has used: "the factorial of 5, the factorial of 7" after
+    ``{"number": 5}`` → [7]; "HSBC … and for Wells Fargo" after ``{"financial_institution":
+    "HSBC", …}`` → ["Wells Fargo"]. Numbers as digits, names as capitalised runs or quotes; a
+    capitalised word that only opens a sentence ("Also, …") is no name. The evidence for
+    another call of the same tool (issue 21: the ``parallel`` questions)."""
+    used = [v for a in args for v in _flat_values(a)]
+    numbers = {float(v) for v in used if isinstance(v, int | float) and not isinstance(v, bool)}
+    numbers |= {round(n * 100, 9) for n in numbers}  # "5%" given as 0.05
+    strings = [v.casefold() for v in used if isinstance(v, str) and v.strip()]
+    # a value normalised from the question's words: "2023-03-10" used "March 10th, 2023"
+    numbers |= {float(d) for text in strings for d in re.findall(r"\d+", text)}
+    dated = any(re.search(r"\d{4}", text) for text in strings)
+    folded = question.casefold()
+    stated = [
+        (m.start(), m.end(), float(m.group().replace(",", "")))
+        for m in _GROUPED_NUMBER.finditer(question)
+    ]
+    end = 0
+    for text in strings:
+        at = folded.find(text)
+        if at >= 0:
+            end = max(end, at + len(text))
+    for n in numbers:
+        end = max(end, next((stop for _, stop, v in stated if v == n), 0))
+    if not end:
+        return []
+    later: list[Any] = []
+    if numbers:
+        later += [v for start, _, v in stated if start >= end and v not in numbers]
+    if strings:
+        names = [
+            g
+            for m in QUOTED.finditer(question)
+            if m.start() >= end
+            for g in m.groups()
+            if g and len(g.split()) <= _MAX_SPAN_WORDS
+        ]
+        names += [
+            m.group().strip(_EDGE)
+            for m in _NAME.finditer(question)
+            if m.start() >= end
+            and m.group().casefold() not in _NOT_NAMES
+            and not (" " not in m.group() and _SENTENCE_START.search(question[: m.start()]))
+            # a unit after a number ("25 MPG") is part of that value, no value of its own
+            and not re.search(r"\d\s*$", question[: m.start()])
+            # so is the state after a used city ("Los Angeles, California")
+            and not any(question[: m.start()].rstrip(", ").casefold().endswith(u) for u in strings)
+        ]
+        later += [
+            n
+            for n in names
+            if not any(n.casefold() in u or u in n.casefold() for u in strings)
+            and not (dated and n.split()[0].casefold() in _MONTHS)
+        ]
+    return list(dict.fromkeys(later))
+
+
+_CUE_STOP = frozenset([
+    "of", "the", "a", "an", "to", "is", "at", "for", "in", "with", "and", "by", "on", "from",
+    "be", "was", "are", "its", "their", "his", "her", "as", "than", "then", "also",
+])  # fmt: skip
+
+
+def _cue(question: str, start: int) -> str | None:
+    """The content word just before ``start`` in ``question`` ("factorial" in "the
+    factorial of 7"), or None."""
+    words = [w for w in re.findall(r"[a-z]+", question[:start].casefold()) if w not in _CUE_STOP]
+    return words[-1] if words else None
+
+
+def _statement(question: str, value: Any) -> int | None:
+    """Where ``question`` first states ``value`` (a number as written, a name ignoring case)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return next(
+            (
+                m.start()
+                for m in _GROUPED_NUMBER.finditer(question)
+                if float(m.group().replace(",", "")) == float(value)
+            ),
+            None,
+        )
+    if isinstance(value, str) and value.strip():
+        at = question.casefold().find(value.casefold())
+        return at if at >= 0 else None
+    return None
+
+
+def cued_again(question: str, args: list[dict[str, Any]], later: list[Any]) -> bool:
+    """Whether a value stated later follows the same word as a value the calls used: "the
+    factorial of 5, the factorial of 7" (both after "factorial"), "stage 7 in easy mode and
+    stage 3" (after "stage"). The question repeating what it asks for with a new value: on
+    BFCL's development split it held for half the questions that expect several calls of
+    one tool and for none that expect one call."""
+    used = {_statement(question, v) for a in args for v in _flat_values(a)}
+    cues = {_cue(question, at) for at in used if at is not None} - {None}
+    return any(
+        _cue(question, at) in cues
+        for at in (_statement(question, v) for v in later)
+        if at is not None
+    )
+
+
+def states_any(text: str, values: list[Any]) -> bool:
+    """Whether ``text`` states one of ``values`` (a number as written, a name ignoring case)."""
+    numbers = {float(m.group().replace(",", "")) for m in _GROUPED_NUMBER.finditer(text)}
+    folded = text.casefold()
+    return any(
+        (float(v) in numbers)
+        if isinstance(v, int | float) and not isinstance(v, bool)
+        else str(v).casefold() in folded
+        for v in values
+    )
 
 
 # --- light normalisations ------------------------------------------------------------

@@ -61,16 +61,19 @@ from lokal.llm.staged.candidates import (
     boolean_cue,
     clauses,
     column_cue,
+    cued_again,
     follow_up_candidates,
     formula_candidates,
     inferred_format,
     is_a_topic,
     is_expression,
     iso_dates,
+    later_values,
     leaf_strings,
     list_bound,
     number_candidates,
     refers_back,
+    states_any,
     text_numbers,
     text_spans,
     value_kinds,
@@ -385,6 +388,7 @@ class StagedEngine:
         self._generated = self._per_token > 0  # whether _per_token is a generation's pace
         self.stage = "answer or call"
         self.found: list[dict[str, Any]] = []  # the calls completed so far
+        self._ranked: dict[str, list[tuple[str, float]]] = {}  # the last call's values, best first
         self.pending: dict[str, Any] | None = None  # the call being filled
 
     def _timeout(self, *, inside: bool = False) -> DecisionTimeout:
@@ -627,11 +631,23 @@ class StagedEngine:
                 return False
         return True
 
-    def continue_evidence(self, prefix: str, called: set[str]) -> dict[str, Any]:
+    def continue_evidence(
+        self, prefix: str, called: set[str], args: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """Stage 4: the model's log-probability of opening another call minus closing the
         list; the best similarity between a part of the request no call has used yet and a
         tool not called in this reply (``pending``); whether such a part is a bare item of a
-        list (``listed``: "…of GOOG, AMZN and META" after the call for GOOG)."""
+        list (``listed``: "…of GOOG, AMZN and META" after the call for GOOG); whether the
+        question states values of the kinds the calls took after the last one they used and
+        no call has used yet (``later``: "the factorial of 5, the factorial of 7" after the
+        call for 5), and whether such a value follows the same word as a used one (``cued``:
+        both after "factorial"). ``args``: the arguments of this reply's calls (default: those
+        found)."""
+        if args is None:
+            args = [c["args"] for c in self.found if isinstance(c.get("args"), dict)]
+        values = later_values(self.question, args)
+        later = 1.0 if values else 0.0
+        cued = 1.0 if values and cued_again(self.question, args, values) else 0.0
         more, stop = self._score(prefix, [_NEXT_CALL, _END_CALLS])
         remaining = [i for i in range(len(self.clauses)) if i not in self.covered]
         pending = 0.0
@@ -648,12 +664,17 @@ class StagedEngine:
             s.continue_lm_weight * (more - stop)
             + s.continue_clause_weight * pending
             + s.continue_list_weight * listed
+            + s.continue_later_weight * later
+            + s.continue_cue_weight * cued
             + s.continue_bias
         )
         return {
             "lm": more - stop,
             "pending": pending,
             "listed": listed,
+            "later": later,
+            "cued": cued,
+            "later_values": values,
             "margin": margin,
             "remaining": remaining,
         }
@@ -882,8 +903,39 @@ class StagedEngine:
                 chosen[name]["chosen"] = value
                 chosen[name]["switched"] = "same value as another parameter"
         self.trace.setdefault("args", []).append(chosen)
+        self._ranked = {n: ranked[n] for n in names}
         body = ", ".join(f"{json.dumps(n, ensure_ascii=False)}: {values[n]}" for n in names)
         return "{" + body + _CLOSE_ARGS
+
+    def next_values(self, text: str, later: list[Any]) -> str | None:
+        """The arguments ``text`` (a call identical to an earlier one of this reply) with the
+        one value changed that costs least: a parameter's best-scored alternative among the
+        values the question states later (``later``, stage 4's evidence): "the factorial of
+        5, the factorial of 7" filled 5 again for the second call; 7 is its next value. None
+        when no parameter has such an alternative."""
+        try:
+            args = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        best: tuple[float, str, Any] | None = None
+        for name, ranked in self._ranked.items():
+            if name not in args or len(ranked) < 2:
+                continue
+            top = ranked[0][1]
+            for option, score in ranked[1:]:
+                try:
+                    value = json.loads(option)
+                except json.JSONDecodeError:
+                    continue
+                if value != args[name] and states_any(_as_text(value), later):
+                    if best is None or score - top > best[0]:
+                        best = (score - top, name, value)
+                    break
+        if best is None:
+            return None
+        _, name, value = best
+        self.trace.setdefault("next_values", []).append({name: value})
+        return json.dumps({**args, name: value}, ensure_ascii=False)
 
     def _optional_margin(self, prefix: str, key: str, close: str) -> float:
         """How much likelier the model finds adding ``key`` than closing the arguments,
@@ -922,6 +974,7 @@ class StagedEngine:
         calls: list[dict[str, Any]] = []
         finish = "stop"
         focus: str | None = None
+        later: list[Any] = []
         while True:
             self.stage = f"tool of call {len(calls) + 1}"
             scores = self.tool_scores(prefix, focus)
@@ -962,6 +1015,13 @@ class StagedEngine:
                     return self._result(completion.text, completion.finish_reason, completion)
                 break
             earlier = {call_key(c["name"], c["args"]) for c in self.found[:-1]}
+            if call_key(name, text) in earlier and later:
+                # another call for the values stated later, filled with the first call's
+                # values again: the next of them where it costs least
+                changed = self.next_values(text, later)
+                if changed is not None:
+                    text = changed
+                    self.found[-1] = {"name": name, "args": json.loads(text)}
             if self.settings.merge_duplicate_calls and call_key(name, text) in earlier:
                 # the same call again in this reply: kept (the decision merges it) but no
                 # more calls, they would only repeat it (a long question made four of them)
@@ -977,12 +1037,21 @@ class StagedEngine:
                 break
             self.stage = f"another call after call {len(calls)}"
             more = self.continue_evidence(prefix, {c["name"] for c in calls})
-            calls[-1]["continue"] = _rounded({k: v for k, v in more.items() if k != "remaining"})
+            calls[-1]["continue"] = _rounded(
+                {k: v for k, v in more.items() if k not in ("remaining", "later_values")}
+            )
             if more["margin"] <= 0:
                 break
+            later = more["later_values"]
             prefix += _NEXT_CALL
-            if more["remaining"]:  # the next call is about the next part of the request
-                focus = self.clauses[more["remaining"][0]]
+            if more["remaining"]:  # the next call is about the next part of the request:
+                # the first that states a value no call has used, else the first left
+                ahead = [
+                    i
+                    for i in more["remaining"]
+                    if states_any(self.clauses[i], more["later_values"])
+                ]
+                focus = self.clauses[(ahead or more["remaining"])[0]]
                 self._source = focus
         self.trace["calls"] = calls
         return self._result(prefix + _END_CALLS, finish, self._last)
@@ -1008,6 +1077,10 @@ class StagedEngine:
             finish_reason=finish,
             details=details,
         )
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _rounded(values: dict[str, float]) -> dict[str, float]:
