@@ -236,6 +236,30 @@ SMOKES = [
     ),
     pytest.param(
         Smoke(
+            "calibrate_staged.py",
+            (
+                "--continue-bfcl",
+                "parallel,parallel_multiple,simple_python,multiple,live_simple",
+                "--features",
+                "data/dev/calibration/continue_bfcl_dev.jsonl",
+                "--out",
+                "{tmp}/calibration",
+            ),
+            (
+                # the weights in configs/model.yaml come from this refit (docs/decisions.md)
+                r"^with_later: in-sample 91\.3 %, out-of-fold 91\.3 %$",
+                r"^without_later: in-sample 83\.3 %, out-of-fold 82\.5 %$",
+                r"^kept: with_later$",
+                r'^staged: \{"continue_lm_weight": 0\.26\d, .*'
+                r'"cases": 252, "multi_call_cases": 80\}$',
+            ),
+            timeout=120,
+        ),
+        id="calibrate_staged_continue_refit",
+        marks=MODEL,
+    ),
+    pytest.param(
+        Smoke(
             "calibrate_thresholds.py",
             (),
             (
