@@ -114,18 +114,24 @@ def collect(profile, cases, default_tools, stage1_only: bool = False, names_only
             tool = engine.tools[wanted[0]]
             schema = args_schema(tool, engine.question, engine.settings, optional="mentioned")
             row["args"] = _arg_evidence(engine, tool, schema, first.get("args") or {})
-            head = CALL_OPENING + tool.name + '", "args": '
-            text = engine.fill_args(head, schema)
-            engine.cover(text)
-            try:
-                made = [json.loads(text)]
-            except json.JSONDecodeError:
-                made = []
-            evidence = engine.continue_evidence(head + text + "}", {tool.name}, made)
-            row["continue"] = {k: evidence[k] for k in CONTINUE}
+            row["continue"], _ = _continue_after_first_call(engine, tool, schema)
         rows.append(row)
         print(f"  {case['id']:28s} lm={row['lm']:+.2f} sim={row['similarity']:.2f}", flush=True)
     return rows
+
+
+def _continue_after_first_call(engine: StagedEngine, tool, schema) -> tuple[dict, list]:
+    """The engine fills ``tool``'s call as it would, then scores another call: the continue
+    evidence (``CONTINUE``) and the arguments it filled."""
+    head = CALL_OPENING + tool.name + '", "args": '
+    text = engine.fill_args(head, schema)
+    engine.cover(text)
+    try:
+        made = [json.loads(text)]
+    except json.JSONDecodeError:
+        made = []
+    evidence = engine.continue_evidence(head + text + "}", {tool.name}, made)
+    return {k: evidence[k] for k in CONTINUE}, made
 
 
 def _arg_evidence(engine: StagedEngine, tool, schema, expected: dict) -> list[dict]:
@@ -450,20 +456,8 @@ def collect_bfcl_continue(profile, categories: list[str], limit: int | None = No
             if tool is None:
                 continue
             schema = args_schema(tool, engine.question, engine.settings, optional="mentioned")
-            head = CALL_OPENING + tool.name + '", "args": '
-            text = engine.fill_args(head, schema)
-            engine.cover(text)
-            try:
-                args = [json.loads(text)]
-            except json.JSONDecodeError:
-                args = []
-            evidence = engine.continue_evidence(head + text + "}", {tool.name}, args)
-            row = {
-                "id": entry["id"],
-                "calls": len(truth),
-                "continue": {k: evidence[k] for k in CONTINUE},
-                "args": args,
-            }
+            evidence, args = _continue_after_first_call(engine, tool, schema)
+            row = {"id": entry["id"], "calls": len(truth), "continue": evidence, "args": args}
             rows.append(row)
             print(f"  {entry['id']:28s} calls={len(truth)} {row['continue']}", flush=True)
     return rows

@@ -370,14 +370,7 @@ def cued_again(question: str, args: list[dict[str, Any]], later: list[Any]) -> b
 
 def states_any(text: str, values: list[Any]) -> bool:
     """Whether ``text`` states one of ``values`` (a number as written, a name ignoring case)."""
-    numbers = {float(m.group().replace(",", "")) for m in _GROUPED_NUMBER.finditer(text)}
-    folded = text.casefold()
-    return any(
-        (float(v) in numbers)
-        if isinstance(v, int | float) and not isinstance(v, bool)
-        else str(v).casefold() in folded
-        for v in values
-    )
+    return any(_statement(text, v) is not None for v in values)
 
 
 # --- light normalisations ------------------------------------------------------------
