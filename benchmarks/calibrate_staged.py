@@ -416,18 +416,15 @@ def refit_rows(path: Path, categories: list[str]) -> list[dict]:
     from lokal.bench.bfcl_data import load_split
     from lokal.llm.staged.candidates import cued_again, later_values
 
-    questions = {
-        e["id"]: last_user_text(e["question"][0])
-        for category in categories
-        for e in load_split(category, "dev")
-    }
+    entries = {e["id"]: e for category in categories for e in load_split(category, "dev")}
+    questions = {k: last_user_text(e["question"][0]) for k, e in entries.items()}
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if row["id"] not in questions:
             continue
         question, made = questions[row["id"]], row.get("args") or []
-        values = later_values(question, made)
+        values = later_values(question, made, [f["name"] for f in entries[row["id"]]["function"]])
         row["continue"]["later"] = 1.0 if values else 0.0
         row["continue"]["cued"] = 1.0 if values and cued_again(question, made, values) else 0.0
         rows.append(row)

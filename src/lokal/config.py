@@ -123,6 +123,13 @@ class StagedSettings(_Strict):
     continue_later_weight: float = 0.0
     continue_cue_weight: float = 0.0
     continue_bias: float = 0.0
+    later_value_bonus: float = Field(
+        0.0,
+        description="added to the log-probability of a candidate value, in a call after the "
+        "first, that the question states after every value the earlier calls used (and in "
+        "the part of the request the call is about, when there is one): 'radius of 5, 10 "
+        "and 15': the third call's radius is 15, not 10 again",
+    )
     value_length_weight: float = Field(
         0.0, description="added times log(characters) to a candidate value's log-probability"
     )

@@ -635,6 +635,18 @@ def test_values_stated_after_the_ones_a_call_used(question, made, later):
     assert later_values(question, made) == later
 
 
+def test_a_name_made_of_a_tools_name_is_no_later_value():
+    made = [{"actor": "Tilda Swinton", "year": 2008}]
+    question = "Movies of Tilda Swinton in 2008 on IMDB, and of Bill Nighy in 2003"
+    assert later_values(question, made) == [2003, "IMDB", "Bill Nighy"]
+    tools = ["imdb.find_movies_by_actor", "getMostPlayed"]
+    assert later_values(question, made, tools) == [2003, "Bill Nighy"]
+    # camelCase names split too; a name with a word of its own stays
+    said = "Most played Pop, then Rock on Most Played, then Most Played Jazz"
+    assert later_values(said, [{"genre": "Pop"}]) == ["Rock", "Most Played", "Most Played Jazz"]
+    assert later_values(said, [{"genre": "Pop"}], tools) == ["Rock", "Most Played Jazz"]
+
+
 FACTORIAL = {
     "name": "factorial",
     "description": "The factorial of a number.",
@@ -712,6 +724,120 @@ def test_a_second_call_filled_like_the_first_takes_the_next_stated_value():
     result = ask(question, ScriptedBackend(scorer=score), profile, tools=[FACTORIAL])
     assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [{"number": 5}, {"number": 7}]
     assert result["attempts"][-1]["staged"]["next_values"] == [{"number": 7}]
+
+
+FORECAST = {
+    "name": "forecast",
+    "description": "The weather forecast of a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    },
+}
+
+
+def test_a_later_call_takes_the_values_its_part_of_the_request_states():
+    """The model likes Paris and 3 for every call. Without the bonus the second call changes
+    one value (``next_values``: Rome for 3 days, then Paris for 5); with ``later_value_bonus``
+    the values stated after the first call's, in the part the second call is about, win."""
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return -1.0
+        if continuation == "]}":
+            return 0.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "forecast": 0.0}
+        table |= {'"Paris"': -0.5, '"Rome"': -2.0, "3": -0.5, "5": -2.5}
+        return scorer(table)(prefix, continuation)
+
+    question = "What is the forecast for Paris for 3 days, and for Rome for 5 days?"
+    weights = {"continue_lm_weight": 1.0, "continue_later_weight": 3.0}
+    calls = {}
+    for bonus in (0.0, 3.0):
+        profile = staged_profile(**weights, later_value_bonus=bonus)
+        result = ask(question, ScriptedBackend(scorer=score), profile, tools=[FORECAST])
+        calls[bonus] = [c["args"] for c in result["ai_message"]["tool_calls"]]
+    # each later call changes one value, and a third mixes what is left
+    assert calls[0.0] == [
+        {"city": "Paris", "days": 3},
+        {"city": "Rome", "days": 3},
+        {"city": "Paris", "days": 5},
+    ]
+    assert calls[3.0] == [{"city": "Paris", "days": 3}, {"city": "Rome", "days": 5}]
+
+
+CIRCUMFERENCE = {
+    "name": "circumference",
+    "description": "The circumference of a circle.",
+    "parameters": {
+        "type": "object",
+        "properties": {"radius": {"type": "integer"}},
+        "required": ["radius"],
+    },
+}
+
+
+def test_each_later_call_is_about_the_next_part_that_states_a_value():
+    """A call of radius 5 covers the part "radius of 5cm", not "radius of 15cm" too (a
+    number is stated as written, not as a substring): the third call is about 15, though
+    the model likes 20 better."""
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return -1.0
+        if continuation == "]}":
+            return 0.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "circumference": 0.0}
+        table |= {"5": -0.5, "10": -1.5, "15": -2.0, "20": -1.0}
+        return scorer(table)(prefix, continuation)
+
+    question = (
+        "What is the total circumference of four circles, where the first circle has a radius "
+        "of 5cm, the second circle has a radius of 10cm, the third circle has a radius of "
+        "15cm, and the fourth circle has a radius of 20cm?"
+    )
+    profile = staged_profile(
+        continue_lm_weight=1.0, continue_later_weight=3.0, later_value_bonus=3.0
+    )
+    result = ask(question, ScriptedBackend(scorer=score), profile, tools=[CIRCUMFERENCE])
+    radii = [c["args"]["radius"] for c in result["ai_message"]["tool_calls"]]
+    assert radii == [5, 10, 15, 20]
+
+
+def test_a_name_the_tool_itself_carries_is_no_value_for_another_call():
+    """ "on Spotify" after the calls for Taylor Swift and Maroon 5: the name of the tool
+    (spotify.play), not a third artist (BFCL parallel_0 made a call for artist "Spotify")."""
+    play = {
+        "name": "spotify.play",
+        "description": "Play songs of an artist for a while.",
+        "parameters": {
+            "type": "object",
+            "properties": {"artist": {"type": "string"}, "duration": {"type": "integer"}},
+            "required": ["artist", "duration"],
+        },
+    }
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return -1.0
+        if continuation == "]}":
+            return 0.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "spotify": 0.0}
+        table |= {'"Taylor Swift"': -0.5, '"Maroon 5"': -1.0, "20": -0.5, "15": -1.0}
+        return scorer(table)(prefix, continuation)
+
+    question = "Play Taylor Swift for 20 minutes and Maroon 5 for 15 minutes on Spotify."
+    profile = staged_profile(
+        continue_lm_weight=1.0, continue_later_weight=3.0, later_value_bonus=3.0
+    )
+    result = ask(question, ScriptedBackend(scorer=score), profile, tools=[play])
+    assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [
+        {"artist": "Taylor Swift", "duration": 20},
+        {"artist": "Maroon 5", "duration": 15},
+    ]
+    steps = result["attempts"][-1]["staged"]["calls"]
+    assert [s["continue"]["later"] for s in steps] == [1.0, 0.0]
 
 
 @pytest.mark.parametrize(

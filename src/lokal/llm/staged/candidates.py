@@ -25,6 +25,7 @@ each once, offered beside the values copied verbatim:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
@@ -264,13 +265,15 @@ def _flat_values(value: Any) -> list[Any]:
     return [value]
 
 
-def later_values(question: str, args: list[dict[str, Any]]) -> list[Any]:
+def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str] = ()) -> list[Any]:
     """The values the question states after the last one these calls used, of a kind the
     calls took, that no call has used: "the factorial of 5, the factorial of 7" after
     ``{"number": 5}`` → [7]; "HSBC … and for Wells Fargo" after ``{"financial_institution":
     "HSBC", …}`` → ["Wells Fargo"]. Numbers as digits, names as capitalised runs or quotes; a
-    capitalised word that only opens a sentence ("Also, …") is no name. The evidence for
-    another call of the same tool (issue 21: the ``parallel`` questions)."""
+    capitalised word that only opens a sentence ("Also, …") is no name, nor is a name made
+    of the words of one of ``tools`` (the names of the tools offered: "on Spotify" names
+    ``spotify.play``, not a value for it). The evidence for another call of the same tool
+    (issue 21: the ``parallel`` questions)."""
     used = [v for a in args for v in _flat_values(a)]
     numbers = {float(v) for v in used if isinstance(v, int | float) and not isinstance(v, bool)}
     numbers |= {round(n * 100, 9) for n in numbers}  # "5%" given as 0.05
@@ -320,6 +323,8 @@ def later_values(question: str, args: list[dict[str, Any]]) -> list[Any]:
             if not any(n.casefold() in u or u in n.casefold() for u in strings)
             and not (dated and n.split()[0].casefold() in _MONTHS)
         ]
+    named = {w.casefold() for t in tools for w in name_words(t).split()}
+    later = [v for v in later if not isinstance(v, str) or not set(v.casefold().split()) <= named]
     return list(dict.fromkeys(later))
 
 

@@ -390,6 +390,7 @@ class StagedEngine:
         self.found: list[dict[str, Any]] = []  # the calls completed so far
         self._ranked: dict[str, list[tuple[str, float]]] = {}  # the last call's values, best first
         self.pending: dict[str, Any] | None = None  # the call being filled
+        self._later: list[Any] = []  # values stated after those of the calls so far
 
     def _timeout(self, *, inside: bool = False) -> DecisionTimeout:
         self.trace["continuations_scored"] = self.scored
@@ -645,7 +646,7 @@ class StagedEngine:
         found)."""
         if args is None:
             args = [c["args"] for c in self.found if isinstance(c.get("args"), dict)]
-        values = later_values(self.question, args)
+        values = later_values(self.question, args, self.tools)
         later = 1.0 if values else 0.0
         cued = 1.0 if values and cued_again(self.question, args, values) else 0.0
         more, stop = self._score(prefix, [_NEXT_CALL, _END_CALLS])
@@ -686,9 +687,14 @@ class StagedEngine:
             args = json.loads(args_text)
         except json.JSONDecodeError:
             args = {}
-        values = [str(v).casefold() for v in args.values() if isinstance(v, str | int | float)]
+        # a number as written, a name ignoring case: 5 is not stated by "15cm"
+        values = [
+            v
+            for v in args.values()
+            if isinstance(v, str | int | float) and not isinstance(v, bool) and str(v).strip()
+        ]
         counts = {
-            i: sum(1 for v in values if v and v in clause.casefold())
+            i: sum(1 for v in values if states_any(clause, [v]))
             for i, clause in enumerate(self.clauses)
             if i not in self.covered
         }
@@ -845,6 +851,16 @@ class StagedEngine:
             for i, text in enumerate(texts):
                 if cue is not None and text == json.dumps(cue):
                     adjusted[i] += CUE_BONUS
+        if self._later and self.staged.later_value_bonus:
+            # a call after the first takes the values stated after the earlier calls' ones,
+            # those of the part of the request it is about first (``later_value_bonus``)
+            for i, text in enumerate(texts):
+                with contextlib.suppress(json.JSONDecodeError):
+                    value = _as_text(json.loads(text))
+                    if states_any(value, self._later) and (
+                        self._source == self.question or states_any(self._source, [value])
+                    ):
+                        adjusted[i] += self.staged.later_value_bonus
         ranked = sorted(zip(texts, adjusted, strict=True), key=lambda pair: -pair[1])
         trace = {
             "chosen": ranked[0][0],
@@ -1042,7 +1058,7 @@ class StagedEngine:
             )
             if more["margin"] <= 0:
                 break
-            later = more["later_values"]
+            later = self._later = more["later_values"]
             prefix += _NEXT_CALL
             if more["remaining"]:  # the next call is about the next part of the request:
                 # the first that states a value no call has used, else the first left
