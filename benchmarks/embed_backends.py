@@ -281,6 +281,53 @@ def sweep(sets: dict[str, list[str]], torch_ok: bool, repeats: int = 3) -> list[
     ]
 
 
+def encoder_flops(tokens: list[int]) -> float:
+    """Floating-point operations (a multiply-add is two) of all-MiniLM-L6-v2 on texts of
+    ``tokens`` word pieces: per layer the four 384×384 projections, the 384→1536→384
+    feed-forward, and attention's two n×n products; the embeddings, LayerNorm, softmax and
+    pooling are a few percent more and not counted."""
+    hidden, inner, layers = 384, 1536, 6
+    return sum(
+        2 * layers * (4 * n * hidden * hidden + 2 * n * hidden * inner + 2 * n * n * hidden)
+        for n in tokens
+    )
+
+
+def blas_peak(size: int = 2048, repeats: int = 5) -> dict[int, float]:
+    """GFLOP/s of a ``size``² float32 matrix product through NumPy's BLAS on 1 and 2 threads:
+    what these cores sustain on the operation the encoder is made of (its ceiling)."""
+    from threadpoolctl import threadpool_limits
+
+    x = np.random.default_rng(0).random((size, size), dtype=np.float32)
+    out = {}
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            x @ x
+            started = time.perf_counter()
+            for _ in range(repeats):
+                x @ x
+            out[threads] = repeats * 2 * size**3 / (time.perf_counter() - started) / 1e9
+    return out
+
+
+def fma_peak() -> tuple[float, float, str]:
+    """The most float32 operations per second the cores' FMA units can do, computed (not
+    measured): cores × 2 FMA units × float32 lanes (16 with AVX-512, 8 with AVX2) × 2
+    operations, at the clock /proc/cpuinfo reports (a boost clock raises it); that clock
+    (MHz); and how it was computed."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return 0.0, 0.0, "unknown (no /proc/cpuinfo)"
+    flags = set(re.search(r"^flags\s*:(.*)$", info, re.M).group(1).split())
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags and "fma" in flags else 4
+    mhz = max(float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", info, re.M))
+    cores = os.cpu_count() or 1
+    peak = cores * 2 * lanes * 2 * mhz / 1000
+    how = f"{cores} cores × 2 FMA units × {lanes} float32 lanes × 2 operations at {mhz:,.0f} MHz"
+    return peak, mhz, how
+
+
 def latency(makers, questions: list[str]) -> dict[str, tuple[float, float]]:
     embedders = {name: make() for name, make in makers.items()}
     for embedder in embedders.values():
@@ -437,25 +484,51 @@ def main() -> None:
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-decisions", action="store_true", help="no bundled model")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=ROOT / "outputs" / "embed_backends.json",
+        help="each measure's result is written here as it is done",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the measures already in --state"
+    )
     args = parser.parse_args()
+    state: dict = {}
+    if args.resume and args.state.is_file():
+        state = json.loads(args.state.read_text(encoding="utf-8"))
+        print(f"resuming: {', '.join(state)} from {args.state}", flush=True)
+    resumed = [name for name in state if not name.startswith("_")]
+    started_load = load()
+
+    def measured(name: str, measure):
+        """``measure()``, or its result from --state; written there as soon as it is done
+        (JSON: tuples come back as lists), with the load average at the start and end."""
+        if name not in state:
+            state.setdefault("_load", {"start": started_load})
+            state[name] = measure()
+            state["_load"]["end"] = load()
+            args.state.parent.mkdir(parents=True, exist_ok=True)
+            args.state.write_text(json.dumps(state, indent=1), encoding="utf-8")
+        return state[name]
+
     command = (
         "`.venv/bin/python benchmarks/embed_backends.py"
         + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
         + "`"
     )
-    started_load = load()
     tmp = Path(tempfile.mkdtemp(prefix="embed-backends-"))  # graphs, stores, caches
     atexit.register(shutil.rmtree, tmp, True)
 
     print("graphs...", flush=True)
-    built = graphs(tmp)
+    built = dict(measured("graphs", lambda: graphs(tmp)))
     makers = {name: (lambda name=name: LocalEmbedder(name)) for name in LOCAL}
     torch_ok = not args.no_torch
     if torch_ok:
         try:
             started = time.perf_counter()
             TORCH = TorchMiniLM(8)
-            built["load_torch"] = time.perf_counter() - started
+            built.setdefault("load_torch", time.perf_counter() - started)
             makers["torch"] = lambda: TORCH
         except ImportError as exc:
             print(f"no torch: {exc}")
@@ -470,7 +543,7 @@ def main() -> None:
     print(f"generated corpus: {len(corpus)} documents, {len(gen_texts)} chunks", flush=True)
 
     print("ingest...", flush=True)
-    ingested = ingest_all(makers, corpus, args.repeats, tmp)
+    ingested = measured("ingest", lambda: ingest_all(makers, corpus, args.repeats, tmp))
     print(json.dumps(ingested, indent=1), flush=True)
 
     pool = [case["messages"][-1]["content"] for case, _, _ in dev_items()]
@@ -481,32 +554,45 @@ def main() -> None:
     questions = list(dict.fromkeys(pool))[: args.questions]
 
     print("batching and workers...", flush=True)
-    swept = sweep({"chunks": gen_texts[:256], "questions": questions}, torch_ok, args.sweep_repeats)
+    swept = measured(
+        "sweep",
+        lambda: sweep(
+            {"chunks": gen_texts[:256], "questions": questions}, torch_ok, args.sweep_repeats
+        ),
+    )
     for row in swept:
         print(row, flush=True)
+    from tokenizers import Tokenizer
+
+    pieces = Tokenizer.from_file(str(minilm_path() / "tokenizer.json"))
+    pieces.enable_truncation(256)
+    lengths = [len(e.ids) for e in pieces.encode_batch(gen_texts[:256])]
+    per_chunk = encoder_flops(lengths) / len(lengths)
+    peak = dict(zip((1, 2), measured("blas_peak", lambda: list(blas_peak().values())), strict=True))
+    print(f"compute: {per_chunk / 1e9:.2f} GFLOP per chunk, BLAS peak {peak}", flush=True)
 
     print("latency...", flush=True)
-    latencies = latency(makers, questions)
+    latencies = measured("latency", lambda: latency(makers, questions))
     print(latencies, flush=True)
 
     print("agreement...", flush=True)
     docs_chunks = chunk_texts({d.source: d.text for d in load_directory(ROOT / "data" / "docs")})
     texts = docs_chunks + questions + gen_texts[:300]
-    agreed = agreement(makers, texts, reference)
+    agreed = measured("agreement", lambda: agreement(makers, texts, reference))
     print(agreed, flush=True)
 
     print("retrieval...", flush=True)
-    retrieved = retrieval(makers, tmp)
+    retrieved = measured("retrieval", lambda: retrieval(makers, tmp))
     print(json.dumps(retrieved, indent=1), flush=True)
 
     print("preselection...", flush=True)
-    selected = preselection(makers)
+    selected = measured("preselection", lambda: preselection(makers))
     print(selected, flush=True)
 
     decided = None
     if not args.no_decisions:
         print("decisions...", flush=True)
-        decided = decisions(makers, args.decisions)
+        decided = measured("decisions", lambda: decisions(makers, args.decisions))
         print(decided, flush=True)
 
     lines = [
@@ -514,8 +600,11 @@ def main() -> None:
         "",
         f"Command: {command} on {machine()}, onnxruntime "
         f"{LocalEmbedder('onnx').info()['runtime'].split()[-1]}; load average (1/5 min) "
-        f"{started_load} at the start, {load()} at the end (another job shared the cores). "
-        "Every measure runs all backends in the same process, alternating, so the ratios "
+        f"{state.get('_load', {}).get('start', '?')} at the start, "
+        f"{state.get('_load', {}).get('end', '?')} at "
+        "the end of the measures (2 would be both cores busy)"
+        + (f"; measures kept from an earlier run: {', '.join(resumed)}. " if resumed else ". ")
+        + "Every measure runs all backends in the same process, alternating, so the ratios "
         "compare like with like. `numpy` is lokal's NumPy encoder (the fallback); `onnx` and "
         "`onnx-int8` run the graph lokal builds from the installed weights "
         "(`lokal.rag.onnx_minilm`); `torch` is sentence-transformers on PyTorch "
@@ -556,6 +645,42 @@ def main() -> None:
         "| --- | --- | ---: | ---: |",
     ]
     lines += [f"| {b} | {setup} | {c:.1f} | {q:.0f} |" for b, setup, c, q in swept]
+    best = {b: max(c for name, _, c, _ in swept if name == b) for b, *_ in swept}
+    fma, mhz, how = fma_peak()
+    gflops = {b: rate * per_chunk / 1e9 for b, rate in best.items()}
+    lines += [
+        "",
+        f"**The ceiling.** A chunk of these 256 is {statistics.mean(lengths):.0f} word pieces "
+        f"on average, {per_chunk / 1e9:.2f} GFLOP of matrix products (`encoder_flops`). "
+        f"For reference, a 2048² float32 product through NumPy's BLAS ran at {peak[1]:.0f} "
+        f"GFLOP/s on one thread and {peak[2]:.0f} on two (`blas_peak`), and at the clock the "
+        f"cores report their FMA units can do {fma:.0f} GFLOP/s ({how}; `fma_peak`, "
+        "computed, not measured). "
+        "Each backend's best setup above:",
+        "",
+        "| backend | best chunks/s | GFLOP/s | × the 2-thread BLAS product | share of the FMA bound |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {b} | {best[b]:.1f} | {g:.0f} | {g / peak[2]:.2f} | "
+        + (f"{g / fma:.0%} |" if fma else "— |")
+        for b, g in gflops.items()
+    ]
+    if "torch" in best and fma:
+        need = 4 * gflops["torch"]
+        lines += [
+            "",
+            f"PyTorch's best is {gflops['torch']:.0f} GFLOP/s. 4× PyTorch would take "
+            f"{need:.0f} GFLOP/s: every FMA unit of these cores busy on every cycle at "
+            f"{need / fma * mhz:,.0f} MHz, about twice the clock any server CPU "
+            "runs at, so no float32 backend can reach it here. The int8 row is counted in "
+            "float32 operations for comparison (its products are 8-bit)."
+            + (
+                " A share above 100 % means the cores ran above the clock they report (boost)."
+                if max(gflops.values()) > fma
+                else ""
+            ),
+        ]
     lines += [
         "",
         f"**One question** ({len(questions)} distinct development and RAG questions, one at "

@@ -115,6 +115,18 @@ def _json_result(*keys: str) -> Callable[[Path, str], None]:
     return check
 
 
+def _state_kept(*measures: str) -> Callable[[Path, str], None]:
+    """The script wrote each measure to ``{tmp}/state.json`` as it went (``--state``), so an
+    interrupted run resumes with ``--resume`` instead of starting over."""
+
+    def check(tmp: Path, stdout: str) -> None:
+        state = json.loads((tmp / "state.json").read_text(encoding="utf-8"))
+        assert set(measures) <= set(state), sorted(state)
+        assert all(state[m] for m in measures)
+
+    return check
+
+
 @dataclass(frozen=True)
 class Smoke:
     script: str
@@ -356,6 +368,7 @@ SMOKES = [
             (
                 *("--chunks", "20", "--questions", "5", "--repeats", "1"),
                 *("--sweep-repeats", "1", "--no-torch", "--no-decisions", "--no-write"),
+                *("--state", "{tmp}/state.json"),
             ),
             (
                 r"^\| backend \| data/docs \(\d+ chunks, median of 1\) \| ×numpy \| generated "
@@ -366,8 +379,10 @@ SMOKES = [
                 r"^\| onnx \| (0\.99\d{4}|1\.000000) \| (0\.99\d{4}|1\.000000) \|$",  # agreement
                 r"^\| onnx-int8 \| [01]\.\d{3} \| [01]\.\d{3} \| [\d.]+ \| ",  # retrieval
                 r"^\| BM25 alone \| \d+/\d+ \(\d+\.\d%\) \|$",
+                r"^\| onnx \| \d+\.\d \| \d+ \| \d+\.\d\d \| \d+% \|$",  # the ceiling
             ),
             timeout=240,
+            check=_state_kept("ingest", "sweep", "blas_peak", "latency", "retrieval"),
         ),
         id="embed_backends",
         marks=SLOW,

@@ -16,7 +16,7 @@ from lokal.cli import main
 from lokal.rag.chunking import Chunk
 from lokal.rag.embeddings import CachedEmbedder, LocalEmbedder, OpenAIEmbedder
 from lokal.rag.evaluate import evaluate
-from lokal.rag.index import Indexer
+from lokal.rag.index import Indexer, documents_from_texts
 from lokal.rag.retrieval import Retriever, rrf
 from lokal.rag.stores.sqlite_vec import SqliteVecStore
 
@@ -104,6 +104,43 @@ def test_index_is_incremental_and_embeddings_are_cached(tmp_path):
     hits = Retriever(store, embedder).search("zebras", k=1, method="bm25")
     assert hits[0].source == "bm25.txt" and "zebras" in hits[0].text
     assert "hardware.csv" not in store.sources()
+
+
+class Recording:
+    """The real local embedder, with the size of every call it was given recorded."""
+
+    def __init__(self, embedder) -> None:
+        self.inner, self.calls = embedder, []
+        self.name, self.dim = embedder.name, embedder.dim
+
+    def embed(self, texts):
+        self.calls.append(len(texts))
+        return self.inner.embed(texts)
+
+
+def test_index_embeds_in_batches_across_documents_and_each_source_keeps_its_vectors(tmp_path):
+    docs = {
+        f"note_{i}.md": f"# Note {i}\n\nThe {i}th fact is about topic {i * 7}." for i in range(9)
+    }
+    docs["long.md"] = "# Long\n\n" + " ".join(f"word{i}" for i in range(600))
+
+    local = LocalEmbedder()
+    recording = Recording(local)
+    store = SqliteVecStore(tmp_path / "index.db")
+    report = Indexer(store, recording, batch_chunks=8).index_documents(documents_from_texts(docs))
+    # nine one-chunk notes wait for each other: calls of at least 8 texts, but the last
+    assert sum(recording.calls) == report.chunks == store.count() > 10
+    assert all(n >= 8 for n in recording.calls[:-1]) and len(recording.calls) < len(docs)
+    assert set(store.sources()) == set(docs)
+    # each chunk is stored with its own vector, not a neighbour's of the same call: the
+    # vector of the text it was embedded from finds it, at a cosine of 1
+    alone = local.embed(["Note 8\n# Note 8\nThe 8th fact is about topic 56."])[0]
+    hit = store.query(alone, k=1)[0]
+    assert hit.source == "note_8.md" and hit.score > 0.999
+    for source in ("note_0.md", "note_4.md", "long.md"):
+        said = docs[source].split("\n\n")[1][:200]
+        top = Retriever(store, local).search(said, k=1, method="vector")
+        assert top[0].source == source
 
 
 @pytest.mark.slow
