@@ -647,6 +647,20 @@ def test_a_name_made_of_a_tools_name_is_no_later_value():
     assert later_values(said, [{"genre": "Pop"}], tools) == ["Rock", "Most Played Jazz"]
 
 
+def would_stop(table):
+    """A scorer from ``table`` (as ``scorer``) under which the model would rather close the
+    list of calls than open another (-1 against 0): another call needs the evidence."""
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return -1.0
+        if continuation == "]}":
+            return 0.0
+        return scorer(table)(prefix, continuation)
+
+    return score
+
+
 FACTORIAL = {
     "name": "factorial",
     "description": "The factorial of a number.",
@@ -662,14 +676,7 @@ def test_values_stated_later_make_another_call_of_the_same_tool():
     """The model alone would stop after the first call (``lm`` -1); the later values outweigh
     it, and once every stated value is used the calls end (``later`` 0)."""
 
-    def score(prefix, continuation):
-        if continuation == ', {"name": "':
-            return -1.0
-        if continuation == "]}":
-            return 0.0
-        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "factorial": 0.0})(
-            prefix, continuation
-        )
+    score = would_stop({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "factorial": 0.0})
 
     question = "What is the factorial of 5, and the factorial of 7?"
     later = staged_profile(continue_lm_weight=1.0, continue_later_weight=3.0)
@@ -711,14 +718,8 @@ def test_a_second_call_filled_like_the_first_takes_the_next_stated_value():
     """The model likes 5 best for every call: the second call, identical to the first,
     takes the value the question states next (7) instead of being merged away."""
 
-    def score(prefix, continuation):
-        if continuation == ', {"name": "':
-            return -1.0
-        if continuation == "]}":
-            return 0.0
-        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "factorial": 0.0, "5": -0.5, "7": -2.0}
-        return scorer(table)(prefix, continuation)
-
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "factorial": 0.0, "5": -0.5, "7": -2.0}
+    score = would_stop(table)
     profile = staged_profile(continue_lm_weight=1.0, continue_later_weight=3.0)
     question = "What is the factorial of 5, and the factorial of 7?"
     result = ask(question, ScriptedBackend(scorer=score), profile, tools=[FACTORIAL])
@@ -742,15 +743,9 @@ def test_a_later_call_takes_the_values_its_part_of_the_request_states():
     one value (``next_values``: Rome for 3 days, then Paris for 5); with ``later_value_bonus``
     the values stated after the first call's, in the part the second call is about, win."""
 
-    def score(prefix, continuation):
-        if continuation == ', {"name": "':
-            return -1.0
-        if continuation == "]}":
-            return 0.0
-        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "forecast": 0.0}
-        table |= {'"Paris"': -0.5, '"Rome"': -2.0, "3": -0.5, "5": -2.5}
-        return scorer(table)(prefix, continuation)
-
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "forecast": 0.0}
+    table |= {'"Paris"': -0.5, '"Rome"': -2.0, "3": -0.5, "5": -2.5}
+    score = would_stop(table)
     question = "What is the forecast for Paris for 3 days, and for Rome for 5 days?"
     weights = {"continue_lm_weight": 1.0, "continue_later_weight": 3.0}
     calls = {}
@@ -783,15 +778,9 @@ def test_each_later_call_is_about_the_next_part_that_states_a_value():
     number is stated as written, not as a substring): the third call is about 15, though
     the model likes 20 better."""
 
-    def score(prefix, continuation):
-        if continuation == ', {"name": "':
-            return -1.0
-        if continuation == "]}":
-            return 0.0
-        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "circumference": 0.0}
-        table |= {"5": -0.5, "10": -1.5, "15": -2.0, "20": -1.0}
-        return scorer(table)(prefix, continuation)
-
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "circumference": 0.0}
+    table |= {"5": -0.5, "10": -1.5, "15": -2.0, "20": -1.0}
+    score = would_stop(table)
     question = (
         "What is the total circumference of four circles, where the first circle has a radius "
         "of 5cm, the second circle has a radius of 10cm, the third circle has a radius of "
@@ -818,15 +807,9 @@ def test_a_name_the_tool_itself_carries_is_no_value_for_another_call():
         },
     }
 
-    def score(prefix, continuation):
-        if continuation == ', {"name": "':
-            return -1.0
-        if continuation == "]}":
-            return 0.0
-        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "spotify": 0.0}
-        table |= {'"Taylor Swift"': -0.5, '"Maroon 5"': -1.0, "20": -0.5, "15": -1.0}
-        return scorer(table)(prefix, continuation)
-
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "spotify": 0.0}
+    table |= {'"Taylor Swift"': -0.5, '"Maroon 5"': -1.0, "20": -0.5, "15": -1.0}
+    score = would_stop(table)
     question = "Play Taylor Swift for 20 minutes and Maroon 5 for 15 minutes on Spotify."
     profile = staged_profile(
         continue_lm_weight=1.0, continue_later_weight=3.0, later_value_bonus=3.0
