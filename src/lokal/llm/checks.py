@@ -35,6 +35,7 @@ __all__ = [
     "restated",
     "stutter",
     "unfinished",
+    "wrong_arithmetic",
 ]
 
 # the headings of the system message memory writes (lokal.memory.store), read back here
@@ -264,11 +265,15 @@ def _check_repeats(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
 
 
 def counting(text: str, *, times: int = 3) -> str | None:
-    """A sentence said ``times``+ times with only its numbers changed ("The answer is 18.
-    The answer is 19. The answer is 20."): the model counting on instead of answering. The
-    sentence's shape (numbers as ``#``), or None."""
+    """A sentence or clause said ``times``+ times with only its numbers changed ("The
+    answer is 18. The answer is 19. The answer is 20."; "2 days are 2 weeks, 3 days are 3
+    weeks, 4 days are 4 weeks"): the model counting on instead of answering. The shape
+    (numbers as ``#``), or None."""
     shapes: dict[str, set[str]] = {}
-    for piece in _pieces(text):
+    # a sentence's clauses too: "1 day is 7 days in a week, 2 days are 2 weeks, 3 days are
+    # 3 weeks, ..." counted on inside one sentence until the token limit
+    clauses = [c for p in _pieces(text) for c in re.split(r"[,;，；]\s*(?!\d)", p)]
+    for piece in clauses:
         numbers = _NUMBER.findall(piece)
         if not numbers:
             continue
@@ -382,6 +387,75 @@ def _values(text: str) -> tuple[set[str], set[str]]:
     words = set(_WORD.findall(text.casefold()))
     named = {w for w in words if w in _DAYS or w in _MONTHS}
     return numbers, named
+
+
+_EQUATION = re.compile(
+    r"(?<![\w.])((?:\d[\d,]*(?:\.\d+)?\s*[-+*/×x÷]\s*)+\d[\d,]*(?:\.\d+)?)\s*=\s*"
+    r"(-?\d[\d,]*(?:\.\d+)?)(?![\d.]*\d)"
+)
+
+
+def wrong_arithmetic(text: str) -> tuple[str, float, str] | None:
+    """The first sum the answer writes out that is false ("35 * 8 = 270"): the left side,
+    its value and the value written; None when every one holds (within the written
+    value's decimals) or there is none. Evaluated by simpleeval, numbers and ``+ - * /``
+    only."""
+    import simpleeval
+
+    for match in _EQUATION.finditer(text):
+        left, claimed = match.group(1), match.group(2)
+        expression = re.sub(r"(?<=\d),(?=\d{3})", "", left)
+        expression = re.sub(r"\s*[x×]\s*", " * ", expression).replace("÷", "/")
+        try:
+            value = float(simpleeval.simple_eval(expression))
+            written = float(claimed.replace(",", ""))
+        except Exception:  # a division by zero, an expression simpleeval refuses
+            continue
+        decimals = len(claimed.split(".", 1)[1]) if "." in claimed else 0
+        if abs(value - written) > max(0.5 * 10**-decimals, 1e-9 * abs(value)):
+            return left.strip(), value, claimed
+    return None
+
+
+def _check_arithmetic(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """An answer whose own arithmetic is false ("A crate holds 35 bottles. 8 crates can
+    hold 35 * 8 = 270 bottles.") is asked for again."""
+    wrong = wrong_arithmetic(text)
+    if wrong is None:
+        return text, None
+    left, value, claimed = wrong
+    shown = f"{value:g}" if abs(value) < 1e15 else str(value)
+    return text, Finding(
+        "wrong_arithmetic",
+        "retry",
+        f"the answer says {left} = {claimed}, but {left} is {shown}; compute it again",
+    )
+
+
+def _mostly_cjk(piece: str) -> bool:
+    letters = [c for c in piece if c.isalpha()]
+    return bool(letters) and 2 * sum(1 for c in letters if re.match(f"[{CJK}]", c)) > len(letters)
+
+
+def _check_language(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """Sentences mostly in Chinese or Japanese, in the answer to a question without either
+    ("In docs/agent_intro.txt, what does the Loop part repeat?" answered with the file's
+    Chinese line rewritten into nonsense, then its English lead), are dropped; an answer
+    that is nothing else is asked for again, in the question's language. A Chinese
+    question may be answered from English results, so the other way round is not checked."""
+    if not ctx.question or re.search(f"[{CJK}]", ctx.question):
+        return text, None
+    pieces = _pieces(text)
+    kept = [p for p in pieces if not _mostly_cjk(p)]
+    if len(kept) == len(pieces):
+        return text, None
+    return _trim_or_retry(
+        text,
+        kept,
+        "wrong_language",
+        "dropped sentences not in the question's language",
+        "the question is not in Chinese; answer in its language",
+    )
 
 
 def _check_contradiction(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
@@ -682,8 +756,9 @@ def _segments(word: str, vocabulary: set[str]) -> int | None:
 
 def glued_words(text: str, context_words: set[str] | None = None) -> str | None:
     """A run of letters that is three or more words written without spaces
-    ("themostrelevantdata"), or a run of six or more dot-joined pieces ("Ada.JR.1985.1.1.0"),
-    or None. Words come from the answer's own context and a short list of common ones."""
+    ("themostrelevantdata"), a run of six or more dot-joined pieces ("Ada.JR.1985.1.1.0"),
+    or numbers run together ("144.000000000000000144.000"), or None. Words come from the
+    answer's own context and a short list of common ones."""
     vocabulary = set(_COMMON) | set(context_words or ())
     vocabulary.update(_WORD.findall(text.casefold()))
     vocabulary = {w for w in vocabulary if len(w) >= 2}
@@ -695,6 +770,11 @@ def glued_words(text: str, context_words: set[str] | None = None) -> str | None:
     for token in re.findall(r"\S+", text):
         pieces = [p for p in token.strip(".,;:!?").split(".") if p]
         if len(pieces) >= 6 and not token.startswith(("http", "www")):
+            return token
+    # numbers run together: "144.000000000000000144.000000000000000144.000" (an address
+    # or a version is shorter)
+    for token in re.findall(r"\d[\d.]{15,}", text):
+        if token.rstrip(".").count(".") >= 2:
             return token
     return None
 
@@ -754,10 +834,14 @@ def note_lines(system: str) -> list[str]:
     return [n for n in notes if n]
 
 
+_JSON_ESCAPE = re.compile(r"\\[nrt]")
+
+
 def quoted_from(text: str, sources: Sequence[str]) -> bool:
     """Whether ``text`` copies the ``sources``: every sentence of three or more words in it
     is a passage of theirs (words compared, case and punctuation aside), and there is one."""
-    folded = " " + " ".join(_norm(source) for source in sources) + " "
+    # a result is JSON text: "\\n" between two lines must not glue "nThis" together
+    folded = " " + " ".join(_norm(_JSON_ESCAPE.sub(" ", source)) for source in sources) + " "
     whole = _norm(text)
     if whole and len(whole.split()) < 3:  # a short answer: a value copied whole ("country: China")
         return f" {whole} " in folded and bool(re.search(r"\w+\s*[:=]", text))
@@ -789,7 +873,9 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("counting", _check_counting),
     ("echoed_context", _check_echo),
     ("question_echo", _check_question_echo),
+    ("wrong_language", _check_language),
     ("contradiction", _check_contradiction),
+    ("wrong_arithmetic", _check_arithmetic),
     ("result_left_out", _check_result_left_out),
     ("computation_left_out", _check_computation_left_out),
     ("file_unnamed", _check_file_unnamed),

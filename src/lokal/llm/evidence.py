@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from lokal.llm.glosses import cjk_share, english_glosses, stemmed
 from lokal.llm.select import ToolSelector, bm25_text, default_selector
 from lokal.llm.signals import asks_for_each, asks_how_many, asks_which_file, names_a_file
 from lokal.messages import last_user_text, read_tool_result
@@ -246,28 +247,43 @@ def rank_passages(
     k: int = 1,
     selector: ToolSelector | None = None,
 ) -> list[Passage]:
-    """The ``k`` passages that match ``question`` best (BM25 picks up to 30 candidates,
-    MiniLM ranks them; BM25 alone without embeddings)."""
-    from lokal.rag.retrieval import BM25Index
+    """The ``k`` passages that match ``question`` best: BM25 picks up to 30 candidates,
+    MiniLM ranks them, and the two rankings are fused by reciprocal rank (BM25 alone
+    without embeddings). A file the question names is left out of the query (it says
+    where to look, not what). A Chinese question over passages none of which is Chinese
+    is ranked through its English glosses (``lokal.llm.glosses``), BM25 on word stems:
+    neither ranking compares the two languages."""
+    from lokal.rag.retrieval import BM25Index, rrf
 
     if len(passages) <= 1:
         return list(passages)
     texts = [p.text for p in passages]
+    # a Chinese question over passages none of which is Chinese
+    crossed = cjk_share(question) > 0.5 and all(cjk_share(t) <= 0.5 for t in texts)
+    query = english_glosses(question) if crossed else question
+    # the file the question names says where to look, not what: "Read docs/agent_guide.md
+    # and tell me which tools..." matched "This guide shows how to work with the agent..."
+    for name in names_a_file(query):
+        query = query.replace(name, " ")
+    words = stemmed if crossed else bm25_text  # a gloss's "tool" finds "Tools"
     ranked = [
         i
-        for i, _ in BM25Index(list(range(len(texts))), [bm25_text(t) for t in texts]).search(
-            bm25_text(question), k=_MAX_EVIDENCE_CANDIDATES
+        for i, _ in BM25Index(list(range(len(texts))), [words(t) for t in texts]).search(
+            words(query), k=_MAX_EVIDENCE_CANDIDATES
         )
     ]
     rest = [i for i in range(len(texts)) if i not in ranked]
     pool = ranked + rest[: _MAX_EVIDENCE_CANDIDATES - len(ranked)]
     selector = selector or default_selector()
-    vectors = selector.embed_texts([question, *(texts[i] for i in pool)])
+    vectors = selector.embed_texts([query, *(texts[i] for i in pool)])
     if vectors is None:
         return [passages[i] for i in pool[:k]]
     cosines = vectors[1:] @ vectors[0]
-    order = np.argsort(-cosines, kind="stable")[:k]
-    return [passages[pool[i]] for i in order]
+    dense = [pool[i] for i in np.argsort(-cosines, kind="stable")]
+    # hybrid, as lokal's RAG retrieval: "Which tools can the agent use?" is closest by
+    # MiniLM to "This guide shows how to work with the local agent runtime.", by BM25 to
+    # "Tools the agent can use: file_reader, ..."; the fused ranks choose the second
+    return [passages[i] for i, _ in rrf([dense, ranked])][:k]
 
 
 def says_something(text: str) -> bool:
@@ -287,6 +303,14 @@ def answerable(question: str, passages: Sequence[Passage]) -> list[Passage]:
     answer alike (each rule gives way when it would leave nothing)."""
     # a title ("Notes") names a document; it answers nothing while a sentence or field can
     passages = [p for p in passages if says_something(p.text)] or list(passages)
+    # a list's lead line ("...built from four parts:") says less than the same lead with
+    # the heads of its items, which is a passage too ("...four parts: Model, Tools, ...")
+    passages = [
+        p
+        for p in passages
+        if not p.text.rstrip().endswith((":", "："))
+        or not any(o.text != p.text and o.text.startswith(p.text.rstrip()) for o in passages)
+    ] or passages
     # "files_matched: 1" says how the search went; the hit says what it found. Unless the
     # question asks for that count: "how many files matched?"
     asked = {w.rstrip("s") for w in re.findall(r"[^\W\d_]+", question.lower())}

@@ -72,7 +72,9 @@ def _grounding(found: list[str] | None) -> list[str]:
         if key.endswith(" failed"):
             continue  # a failure may be explained in other words
         value = value.strip() if sep else passage.strip()
-        if sep and 0 < len(value) <= 40:
+        # a field ("count", "mean_price"), not a sentence's lead ("Tools the agent can use:
+        # file_reader, calculator.", a line of a file the answer may quote any part of)
+        if sep and 0 < len(value) <= 40 and len(key.split()) <= 3:
             values.append(value)
     return values
 
@@ -390,12 +392,14 @@ def check_source(message: dict[str, Any], details: dict[str, Any], ctx: ReplyCon
                 "the answer repeats a tool's error message; answer the question, or say in "
                 "your own words that the tool failed"
             )
-        if quoted and request.found and not quotes_any(content, request.found):
+        if quoted and request.found and not quotes_any(content, request.found[:1]):
             # "This guide shows how to work with the local agent runtime." for "which tools
-            # can the agent use?": a copy of the result, but not of what answers the question
+            # can the agent use?" or "what does the agent do first with a skill?": a copy
+            # of the result, but not of the passage closest to the question (the first line
+            # of a file is what a 135M model copies most; it was second closest)
             raise BadReply(
                 "the answer copies a part of the tool results that is not about the question; "
-                "answer the question from the passages closest to it"
+                "answer the question from the passage closest to it"
             )
         details["answer_source"] = "quoted" if quoted else "model"
     return message

@@ -57,6 +57,10 @@ _ASK_EN = re.compile(
 _WHICH_FILE = re.compile(
     r"\b(?:which|what|find|locate|name)\s+(?:the\s+|a\s+)?(?:\w+\s+)?(?:files?|documents?|paths?)\b"
     r"|\bwhere\s+(?:is|are)\b"
+    # "files that mention the review", "search the workspace for the documents which ..."
+    r"|\b(?:files?|documents?)\s+(?:that|which|where)\s+(?:\w+\s+)?(?:mentions?|contains?|says?"
+    r"|talks?|refers?|holds?|has|have|includes?|lists?|names?|discuss(?:es)?)\b"
+    r"|\bin\s+which\s+(?:file|document)"
     r"|(?:哪个|哪些|什么)(?:文件|文档)",
     re.IGNORECASE,
 )
