@@ -338,13 +338,14 @@ def test_a_generation_gets_only_the_tokens_the_time_left_allows():
 
     backend = ScriptedBackend([reply], scorer=score)
     # a call to read a.txt, which already succeeded: the reply becomes a generated answer,
-    # after scoring that measured the time per step
+    # after scoring that measured the time per step (the question asks for a next step,
+    # so the engine scores another call before it answers)
     call = {"id": "call_001", "name": "read", "args": {"path": "a.txt"}}
     done = json.dumps({"status": "success", "output": "text", "error": None})
     result = generate_ai_message(
         staged(decision_budget_s=0.6, parallel_calls=False),
         [
-            {"role": "user", "content": "Read a.txt"},
+            {"role": "user", "content": "Read a.txt, then tell me what it says."},
             {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "call_001", "name": "read", "content": done},
         ],

@@ -10,6 +10,7 @@ from helpers import basic_tools
 from lokal.bench.pairs import first_decision, pair_agreement
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.signals import (
+    asks_a_next_step,
     asks_for_a_tool,
     asks_which_file,
     fits_the_file,
@@ -73,6 +74,22 @@ def test_an_explicit_request_for_a_tool(question, asked):
 )
 def test_a_question_that_asks_which_file(question, asked):
     assert asks_which_file(question) is asked
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("Search the workspace for files about the review, then read the file you find.", True),
+        ("Search the workspace for the file about the quarterly review and read it.", True),
+        ("Find which file mentions the review, after that open that file.", True),
+        ("先搜索季度评审的文件，然后读取它。", True),
+        ("Open notes.txt and tell me the time of the quarterly review.", False),
+        ("Find the file in the workspace that mentions where the sales table is kept.", False),
+        ("What is 3 + 4?", False),
+    ],
+)
+def test_a_question_that_asks_for_a_next_step(question, asked):
+    assert asks_a_next_step(question) is asked
 
 
 def test_tools_named_by_identifier_phrase_or_with_the_word_tool():

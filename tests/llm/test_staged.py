@@ -368,9 +368,11 @@ def test_spans_and_numbers_of_a_question():
 
 
 def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
+    # "then": a next step is asked for, so the engine tries a call (without it, it answers
+    # at once: test_once_the_calls_succeeded_a_question_without_a_next_step_is_answered)
     call = {"id": "call_001", "name": "calculator", "args": {"expression": "2 + 2"}}
     messages = [
-        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "user", "content": "Work out 2 + 2, then tell me the result."},
         {"role": "assistant", "content": "", "tool_calls": [call]},
         {
             "role": "tool",
@@ -895,3 +897,90 @@ def test_a_name_the_tool_itself_carries_is_no_value_for_another_call():
 )
 def test_a_later_value_after_the_same_word_as_a_used_one(question, made, cued):
     assert cued_again(question, made, later_values(question, made)) is cued
+
+
+NOTES_TEXT = """Notes
+
+- Quarterly review is on Friday at 10:00.
+- The sales table lives in data/sales.csv (20 rows: region, product, units, price).
+"""
+
+DATETIME_TOOL = {
+    "name": "get_current_datetime",
+    "description": "Get the current date and time.",
+    "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
+}
+SKILL_TOOL = {
+    "name": "read_skill",
+    "description": "Read a skill's instructions (its SKILL.md) and list its files.",
+    "parameters": {
+        "type": "object",
+        "properties": {"skill_name": {"type": "string"}},
+        "required": ["skill_name"],
+    },
+}
+
+
+def after_call(question, name, args, output, status="success"):
+    call = {"id": "call_001", "name": name, "args": args}
+    result = {
+        "status": status,
+        "output": output if status == "success" else None,
+        "error": None if status == "success" else output,
+    }
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_001", "name": name, "content": json.dumps(result),
+         "status": status},
+    ]  # fmt: skip
+
+
+# the model (scripted) would call the clock after the read, as the bundled one did
+LURED = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "get_current_datetime": 0.0}
+
+
+def decide_after(messages, tools, table=LURED):
+    backend = ScriptedBackend(['{"content": "Friday at 10:00."}'], scorer=scorer(table))
+    result = generate_ai_message(staged_profile(), messages, tools, backend=backend).to_dict()
+    return result, result["attempts"][0]["staged"]
+
+
+def test_once_the_calls_succeeded_a_question_without_a_next_step_is_answered():
+    # "Open notes.txt and tell me the time of the quarterly review." read notes.txt, then
+    # called get_current_datetime and answered with the clock
+    reader = basic_tools()[0]
+    messages = after_call(
+        "Open notes.txt and tell me the time of the quarterly review.",
+        "file_reader", {"path": "notes.txt"}, {"path": "notes.txt", "content": NOTES_TEXT},
+    )  # fmt: skip
+    result, staged = decide_after(messages, [reader, DATETIME_TOOL])
+    assert staged["nothing_next"] is True and staged["choice"] == "answer"
+    assert result["ai_message"]["tool_calls"] == []
+
+
+def test_a_next_step_in_words_a_failed_call_or_instructions_let_another_call_be_made():
+    reader = basic_tools()[0]
+    notes = {"path": "notes.txt", "content": NOTES_TEXT}
+    then = after_call(
+        "Open notes.txt, then tell me the current time.",
+        "file_reader",
+        {"path": "notes.txt"},
+        notes,
+    )
+    failed = after_call(
+        "Open note.txt and tell me the time of the review.",
+        "file_reader", {"path": "note.txt"}, "no such file: note.txt", status="error",
+    )  # fmt: skip
+    skill = after_call(
+        "What's the date? Use the clock skill.",
+        "read_skill", {"skill_name": "clock"}, {"instructions": "Call get_current_datetime."},
+    )  # fmt: skip
+    for messages, tools in [
+        (then, [reader, DATETIME_TOOL]),
+        (failed, [reader, DATETIME_TOOL]),
+        (skill, [SKILL_TOOL, DATETIME_TOOL]),
+    ]:
+        result, staged = decide_after(messages, tools)
+        assert "nothing_next" not in staged and staged["choice"] == "call"
+        assert [c["name"] for c in result["ai_message"]["tool_calls"]] == ["get_current_datetime"]

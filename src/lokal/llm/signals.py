@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "asks_a_next_step",
     "asks_for_a_tool",
     "asks_for_each",
     "asks_how_many",
@@ -99,6 +100,21 @@ def names_a_file(question: str) -> list[str]:
 def asks_for_a_tool(question: str) -> bool:
     """Whether the question asks, in so many words, for a tool to be used."""
     return bool(_ASK_EN.search(question) or _ASK_ZH.search(question))
+
+
+# a request for a step after another: "then", "after that", "and read it", "然后"
+_NEXT_STEP = re.compile(
+    r"\bthen\b|\bafter\s+(?:that|this|which)\b|\bafterwards\b|\bnext\b|\bonce\s+you\b"
+    r"|\band\s+(?:\w+\s+){1,2}(?:it|them|that\s+\w+|this\s+\w+|the\s+file)\b"
+    r"|然后|接着|之后|再",
+    re.IGNORECASE,
+)
+
+
+def asks_a_next_step(question: str) -> bool:
+    """Whether the question asks for a step after another ("search for the file, then read
+    it", "find it and open that file", "然后"): a further call once results are in."""
+    return bool(_NEXT_STEP.search(question))
 
 
 def asks_which_file(question: str) -> bool:

@@ -53,7 +53,7 @@ from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.select import Selection, default_selector, name_words
-from lokal.llm.signals import fits_the_file, names_a_file, question_signals
+from lokal.llm.signals import asks_a_next_step, fits_the_file, names_a_file, question_signals
 from lokal.llm.staged.candidates import (
     FORMAT_WORDS,
     FORMATS,
@@ -131,6 +131,8 @@ class DecisionTimeout(Exception):
 
 # a tool that does arithmetic, not one that takes a function's expression ("sin(x)")
 _ARITHMETIC = re.compile(r"\barithmetic\b|\bcalculator\b", re.IGNORECASE)
+# a tool whose result is a procedure to follow, not an answer ("Read a skill's instructions")
+_INSTRUCTIONS = re.compile(r"\binstructions?\b", re.IGNORECASE)
 
 
 def _computes(tool: ToolSpec) -> bool:
@@ -535,6 +537,26 @@ class StagedEngine:
         results = [json.dumps(r, ensure_ascii=False) for r in self.results]
         formulas = follow_up_candidates(self.question, results)
         return any(json.dumps(f) in key for key in self.done for f in formulas)
+
+    def _nothing_next(self) -> bool:
+        """Whether, every call of the turn having succeeded, the question asks for nothing
+        after them: no computation with their values (``_follow_up_tools``), no word of a
+        further step ("then", "and read it": ``asks_a_next_step``), and no call of a tool
+        that gives instructions to follow (``read_skill``: "then run the skill's scripts").
+        "Open notes.txt and tell me the time of the quarterly review" called
+        ``get_current_datetime`` after the read, "Find the file that mentions where the
+        sales table is kept" ``table_analyzer`` after the search; a failed call may still
+        be followed by another way."""
+        if not self.has_results or len(self.done) < len(self.results):
+            return False
+        if self._follow_up_tools() or asks_a_next_step(self.question):
+            return False
+        called = {key.split(" ", 1)[0] for key in self.done}
+        return not any(
+            _INSTRUCTIONS.search(self.tools[name].description)
+            for name in called
+            if name in self.tools
+        )
 
     def tool_scores(self, prefix: str, focus: str | None = None) -> dict[str, dict[str, float]]:
         """Stage 2: per tool, the model's log-probability of its name (normalised over the
@@ -975,6 +997,9 @@ class StagedEngine:
                 choice = "call" if stage1["margin"] > 0 else "answer"
                 if choice == "call" and self._follow_up_done():
                     self.trace["follow_up_done"] = True
+                    choice = "answer"
+                if choice == "call" and self._nothing_next():
+                    self.trace["nothing_next"] = True
                     choice = "answer"
                 if choice == "call" and not any(self.fillable(n) for n in self.order):
                     # every tool needs a value nobody gave (a number, a file): a call would
