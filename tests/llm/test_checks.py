@@ -404,3 +404,12 @@ def test_chinese_in_the_answer_to_an_english_question_is_dropped():
     )
     zh = AnswerContext(question="中国的首都是哪里？")
     assert "wrong_language" not in [f.check for f in check_answer("首都是北京。", zh)[1]]
+
+
+def test_a_short_sentence_said_over_and_over_is_no_answer():
+    # "In docs/agent_intro.txt, what does the Loop part repeat?" answered "4. 4. 4. 4."
+    _, findings = check_answer("4. 4. 4. 4.", AnswerContext(question="What does it repeat?"))
+    assert actions(findings) == [("repeated_block", "retry")]
+    # twice, or one short answer, is not
+    assert check_answer("Yes. Yes.", AnswerContext(question="Is it?"))[1] == []
+    assert check_answer("4.", AnswerContext(question="How many parts?"))[1] == []

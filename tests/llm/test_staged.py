@@ -984,3 +984,24 @@ def test_a_next_step_in_words_a_failed_call_or_instructions_let_another_call_be_
         result, staged = decide_after(messages, tools)
         assert "nothing_next" not in staged and staged["choice"] == "call"
         assert [c["name"] for c in result["ai_message"]["tool_calls"]] == ["get_current_datetime"]
+
+
+def test_a_copied_line_with_words_of_its_own_around_it_is_retried_too():
+    # p17a: "This guide shows how to work with the local agent runtime. The guide is a
+    # text-based guide ..." passed as the model's own answer to "what does the calculator
+    # tool do?" (not all of it copied, so not labelled quoted)
+    messages = guide_turn("Open docs/agent_guide.md: what does the calculator tool do?")
+    reply = json.dumps(
+        {
+            "content": "This guide shows how to work with the local agent runtime. "
+            "The guide is a text-based guide about the runtime."
+        }
+    )
+    backend = ScriptedBackend(
+        [reply, reply], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0})
+    )
+    reader = basic_tools()[0]
+    result = generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
+    assert result["attempts"][0]["error"]["type"] == "bad_reply"
+    assert result["parse"]["answer_source"] == "extracted"
+    assert "arithmetic" in result["ai_message"]["content"]

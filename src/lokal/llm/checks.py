@@ -255,6 +255,13 @@ def repeated_blocks(text: str, *, min_chars: int = 16) -> tuple[str, list[str]]:
 
 
 def _check_repeats(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    said = [_norm(p) for p in _pieces(text) if p != "\n"]
+    if len(said) >= 3 and len(set(said)) == 1 and said[0]:
+        # a short sentence that is the whole answer, said again and again ("4. 4. 4. 4."):
+        # too short to be kept once as a block, and no answer
+        return text, Finding(
+            "repeated_block", "retry", f"the answer says {said[0][:40]!r} over and over"
+        )
     kept, repeated = repeated_blocks(text)
     if not repeated:
         return text, None

@@ -372,6 +372,7 @@ def check_quality(message: dict[str, Any], details: dict[str, Any], ctx: ReplyCo
     return message
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # a failed call's passage (lokal.llm.evidence.result_passages): "calculator failed: ..."
 _FAILURE = re.compile(r"^[\w.-]+ failed: ")
 
@@ -392,7 +393,14 @@ def check_source(message: dict[str, Any], details: dict[str, Any], ctx: ReplyCon
                 "the answer repeats a tool's error message; answer the question, or say in "
                 "your own words that the tool failed"
             )
-        if quoted and request.found and not quotes_any(content, request.found[:1]):
+        # a sentence of five words or more copied from the results, with words of its own
+        # around it: "This guide shows how to work with the local agent runtime. The tool
+        # is a file_reader, which reads a text file." for "what does the calculator do?"
+        copied = quoted or any(
+            len(sentence.split()) >= 5 and quoted_from(sentence, shown)
+            for sentence in _SENTENCE.split(content)
+        )
+        if copied and request.found and not quotes_any(content, request.found[:1]):
             # "This guide shows how to work with the local agent runtime." for "which tools
             # can the agent use?" or "what does the agent do first with a skill?": a copy
             # of the result, but not of the passage closest to the question (the first line
