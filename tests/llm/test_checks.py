@@ -378,6 +378,7 @@ def test_an_answer_whose_own_arithmetic_is_false_is_retried():
     # a date or a version is no sum
     assert wrong_arithmetic("On 2023-01-01 version 1.2 = 1.2 shipped.") is None
     assert wrong_arithmetic("1 / 0 = 3") is None  # simpleeval refuses it: nothing to say
+    assert wrong_arithmetic("0x10 = 16 in hexadecimal") is None  # "x" for times has spaces
 
 
 def test_numbers_run_together_are_glued():
@@ -410,6 +411,10 @@ def test_a_short_sentence_said_over_and_over_is_no_answer():
     # "In docs/agent_intro.txt, what does the Loop part repeat?" answered "4. 4. 4. 4."
     _, findings = check_answer("4. 4. 4. 4.", AnswerContext(question="What does it repeat?"))
     assert actions(findings) == [("repeated_block", "retry")]
+    # what is left once the Chinese sentences around the "4." of a list were dropped
+    trimmed = "4. 模型。4. 工具。4. 记忆。4."
+    ctx = AnswerContext(question="In docs/agent_intro.txt, what does the Loop part repeat?")
+    assert actions(check_answer(trimmed, ctx)[1])[-1] == ("repeated_block", "retry")
     # twice, or one short answer, is not
     assert check_answer("Yes. Yes.", AnswerContext(question="Is it?"))[1] == []
     assert check_answer("4.", AnswerContext(question="How many parts?"))[1] == []

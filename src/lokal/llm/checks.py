@@ -254,14 +254,19 @@ def repeated_blocks(text: str, *, min_chars: int = 16) -> tuple[str, list[str]]:
     return (_join(kept) if repeated else text), repeated
 
 
-def _check_repeats(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+def _check_said_over(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """A short sentence that is the whole answer, said three times or more ("4. 4. 4. 4.",
+    what was left of an answer once its Chinese sentences were dropped): too short to be
+    kept once as a block, and no answer. Run last, on what the trims left."""
     said = [_norm(p) for p in _pieces(text) if p != "\n"]
     if len(said) >= 3 and len(set(said)) == 1 and said[0]:
-        # a short sentence that is the whole answer, said again and again ("4. 4. 4. 4."):
-        # too short to be kept once as a block, and no answer
         return text, Finding(
             "repeated_block", "retry", f"the answer says {said[0][:40]!r} over and over"
         )
+    return text, None
+
+
+def _check_repeats(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     kept, repeated = repeated_blocks(text)
     if not repeated:
         return text, None
@@ -397,7 +402,7 @@ def _values(text: str) -> tuple[set[str], set[str]]:
 
 
 _EQUATION = re.compile(
-    r"(?<![\w.])((?:\d[\d,]*(?:\.\d+)?\s*[-+*/×x÷]\s*)+\d[\d,]*(?:\.\d+)?)\s*=\s*"
+    r"(?<![\w.])((?:\d[\d,]*(?:\.\d+)?(?:\s*[-+*/×÷]|\s+x)\s*)+\d[\d,]*(?:\.\d+)?)\s*=\s*"
     r"(-?\d[\d,]*(?:\.\d+)?)(?![\d.]*\d)"
 )
 
@@ -891,6 +896,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("stutter", _check_stutter),
     ("glued_words", _check_glued),
     ("unfinished", _check_unfinished),
+    ("said_over", _check_said_over),
 )
 
 
