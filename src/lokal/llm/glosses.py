@@ -11,7 +11,9 @@ Words are found by the longest dictionary match from left to right (a dictionary
 to eight characters, else one character); each contributes its first plain senses (three for
 a word, one for a character alone; not a measure word, a variant, a surname or a
 cross-reference), from its common reading (the one with the most senses, names last).
-Text outside Chinese runs (a file name, a number) is kept as written.
+Text outside Chinese runs (a file name, a number) is kept as written. The dictionary is read
+on the first Chinese question ranked against English passages: about 2 s and 140 MB at peak
+on the development machine, once per process.
 """
 
 from __future__ import annotations
