@@ -387,18 +387,30 @@ def test_numbers_run_together_are_glued():
     assert glued_words("Server 192.168.100.200 runs v1.2.3, pi is 3.14159265358979.") is None
 
 
-def test_chinese_in_the_answer_to_an_english_question_is_dropped():
+def test_chinese_in_the_answer_to_an_english_question_is_retried():
     # the Chinese first line of docs/agent_intro.txt, rewritten, before the English lead
     text = (
         "Agent 系统通常由模型、工元、记忆和执行循环组成。工元被模型创建为一个系统。 "
         "An agent system is usually built from four parts: Model, Tools, Memory, Loop."
     )
     ctx = AnswerContext(question="In docs/agent_intro.txt, what does the Loop part repeat?")
-    kept, findings = check_answer(text, ctx)
-    assert kept == "An agent system is usually built from four parts: Model, Tools, Memory, Loop."
-    assert ("wrong_language", "trimmed") in actions(findings)
-    only = check_answer("记忆和执行循环组成。", AnswerContext(question="What is the loop?"))[1]
-    assert actions(only) == [("wrong_language", "retry")]
+    assert actions(check_answer(text, ctx)[1])[-1] == ("wrong_language", "retry")
+    # make run on the CI machine: Chinese and English in one sentence, passed as the
+    # model's answer
+    mixed = (
+        "工元被模板创建为一个系统，可以使用任何方式来实现，can be used to implement any "
+        "function that can take a JSON object as input and return the results."
+    )
+    intro = json.dumps(
+        {"content": "Agent 系统通常由模型、工具、记忆和执行循环组成。"}, ensure_ascii=False
+    )
+    make_run = AnswerContext(
+        question="Use the file_reader tool to read docs/agent_intro.txt.", sources=[intro]
+    )
+    assert actions(check_answer(mixed, make_run)[1]) == [("wrong_language", "retry")]
+    # a quote of the file's Chinese words inside an English sentence is the file's
+    quote = "The file begins: Agent 系统通常由模型、工具。"
+    assert "wrong_language" not in [f.check for f in check_answer(quote, make_run)[1]]
     # a Chinese name inside English, or Chinese answering a Chinese question, stays
     assert (
         check_answer("The capital is 北京 (Beijing).", AnswerContext(question="Capital?"))[1] == []
@@ -411,10 +423,12 @@ def test_a_short_sentence_said_over_and_over_is_no_answer():
     # "In docs/agent_intro.txt, what does the Loop part repeat?" answered "4. 4. 4. 4."
     _, findings = check_answer("4. 4. 4. 4.", AnswerContext(question="What does it repeat?"))
     assert actions(findings) == [("repeated_block", "retry")]
-    # what is left once the Chinese sentences around the "4." of a list were dropped
-    trimmed = "4. 模型。4. 工具。4. 记忆。4."
+    # checked on what the trims left ("Most relevant:" removed, three "4." remain)
     ctx = AnswerContext(question="In docs/agent_intro.txt, what does the Loop part repeat?")
-    assert actions(check_answer(trimmed, ctx)[1])[-1] == ("repeated_block", "retry")
+    assert actions(check_answer("4. Most relevant: 4. 4.", ctx)[1]) == [
+        ("labels", "trimmed"),
+        ("repeated_block", "retry"),
+    ]
     # twice, or one short answer, is not
     assert check_answer("Yes. Yes.", AnswerContext(question="Is it?"))[1] == []
     assert check_answer("4.", AnswerContext(question="How many parts?"))[1] == []

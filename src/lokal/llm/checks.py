@@ -444,29 +444,37 @@ def _check_arithmetic(text: str, ctx: AnswerContext) -> tuple[str, Finding | Non
     )
 
 
-def _mostly_cjk(piece: str) -> bool:
+def _foreign(piece: str, sources: Sequence[str]) -> bool:
+    """Whether a sentence is Chinese or Japanese the tool results do not hold: mostly in
+    them with a run of their characters the results lack ("工元" for 工具), or with such a
+    run of four or more inside English (a name such as 北京 is two; a quote of a Chinese line
+    of the file is the file's)."""
     letters = [c for c in piece if c.isalpha()]
-    return bool(letters) and 2 * sum(1 for c in letters if re.match(f"[{CJK}]", c)) > len(letters)
+    missing = [
+        run
+        for run in re.findall(f"[{CJK}]+", piece)
+        if not any(run in source for source in sources)
+    ]
+    if not letters or not missing:
+        return False
+    mostly = 2 * sum(1 for c in letters if re.match(f"[{CJK}]", c)) > len(letters)
+    return mostly or any(len(run) >= 4 for run in missing)
 
 
 def _check_language(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
-    """Sentences mostly in Chinese or Japanese, in the answer to a question without either
+    """An answer to a question without Chinese or Japanese that has sentences in them
     ("In docs/agent_intro.txt, what does the Loop part repeat?" answered with the file's
-    Chinese line rewritten into nonsense, then its English lead), are dropped; an answer
-    that is nothing else is asked for again, in the question's language. A Chinese
-    question may be answered from English results, so the other way round is not checked."""
+    Chinese line rewritten into nonsense, or `make run`'s "工元被模板创建为一个系统，...,
+    can be used to implement any function ...") is asked for again, in the question's
+    language: what the model wrote around such a sentence was no better, so nothing is
+    trimmed. A Chinese question may be answered from English results, so the other way
+    round is not checked."""
     if not ctx.question or re.search(f"[{CJK}]", ctx.question):
         return text, None
-    pieces = _pieces(text)
-    kept = [p for p in pieces if not _mostly_cjk(p)]
-    if len(kept) == len(pieces):
+    if not any(_foreign(p, ctx.sources) for p in _pieces(text)):
         return text, None
-    return _trim_or_retry(
-        text,
-        kept,
-        "wrong_language",
-        "dropped sentences not in the question's language",
-        "the question is not in Chinese; answer in its language",
+    return text, Finding(
+        "wrong_language", "retry", "the question is not in Chinese; answer in its language"
     )
 
 

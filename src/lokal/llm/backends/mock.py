@@ -37,7 +37,8 @@ PLAN = [
     ("执行示例数学计算", "calculator", {"expression": "2 + 2"}),
 ]
 FAILURE_PREFIX = "工具调用失败，无法完成请求："
-ANSWER_PREFIX = "三条中文要点如下：\n"
+ANSWER_PREFIX = "三条中文要点如下：\n"  # the seed's answer, to its Chinese question
+ANSWER_PREFIX_EN = "Three points:\n"  # a question in another language is answered in English
 NO_CONTENT = "工具结果未提供可提取内容"
 DELAY_ENV = "LOKAL_MOCK_DELAY_S"  # tests only: seconds every reply takes
 
@@ -53,7 +54,7 @@ def three_points(text: str) -> str:
     return "\n".join(f"{n}. {piece}" for n, piece in enumerate(pieces[:3], start=1))
 
 
-def _final_answer(tool_messages: list[dict[str, Any]]) -> str:
+def _final_answer(tool_messages: list[dict[str, Any]], question: str = "") -> str:
     for message in tool_messages:
         result = read_tool_result(message)
         if message.get("status") != "success" or result.get("status") != "success":
@@ -66,7 +67,8 @@ def _final_answer(tool_messages: list[dict[str, Any]]) -> str:
         if isinstance(content, str) and content.strip():
             summaries.append(content)
     combined = "\n".join(summaries) if summaries else NO_CONTENT
-    return ANSWER_PREFIX + three_points(combined)
+    chinese = re.search(r"[\u4e00-\u9fff]", question) is not None
+    return (ANSWER_PREFIX if chinese or not question else ANSWER_PREFIX_EN) + three_points(combined)
 
 
 def _as_qwen_xml(calls: list[dict[str, Any]]) -> str:
@@ -119,7 +121,7 @@ class MockBackend:
             ]
             return json.dumps({"reasoning": "Mock plan.", "plan": plan}, ensure_ascii=False)
         if tool_messages or request.purpose == "final":
-            answer = _final_answer(tool_messages)
+            answer = _final_answer(tool_messages, last_user_text(request.conversation))
             return json.dumps({"content": answer, "tool_calls": []}, ensure_ascii=False)
         calls = [call for call in FIRST_TURN_CALLS if call["name"] in offered]
         if not calls:
