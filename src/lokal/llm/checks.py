@@ -444,6 +444,17 @@ def _check_arithmetic(text: str, ctx: AnswerContext) -> tuple[str, Finding | Non
     )
 
 
+def _unescaped(source: str) -> str:
+    """A JSON result with its ``\\uXXXX`` escapes written out (a result serialised with
+    ``ensure_ascii``), or the text as it is."""
+    if "\\u" not in source:
+        return source
+    try:
+        return json.dumps(json.loads(source), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return source
+
+
 def _foreign(piece: str, sources: Sequence[str]) -> bool:
     """Whether a sentence is Chinese or Japanese the tool results do not hold: mostly in
     them with a run of their characters the results lack ("工元" for 工具), or with such a
@@ -471,7 +482,8 @@ def _check_language(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]
     round is not checked."""
     if not ctx.question or re.search(f"[{CJK}]", ctx.question):
         return text, None
-    if not any(_foreign(p, ctx.sources) for p in _pieces(text)):
+    sources = [*ctx.sources, *(_unescaped(source) for source in ctx.sources)]
+    if not any(_foreign(p, sources) for p in _pieces(text)):
         return text, None
     return text, Finding(
         "wrong_language", "retry", "the question is not in Chinese; answer in its language"

@@ -37,6 +37,7 @@ PLAN = [
     ("执行示例数学计算", "calculator", {"expression": "2 + 2"}),
 ]
 FAILURE_PREFIX = "工具调用失败，无法完成请求："
+FAILURE_PREFIX_EN = "The tool call failed, so the request cannot be completed: "
 ANSWER_PREFIX = "三条中文要点如下：\n"  # the seed's answer, to its Chinese question
 ANSWER_PREFIX_EN = "Three points:\n"  # a question in another language is answered in English
 NO_CONTENT = "工具结果未提供可提取内容"
@@ -55,11 +56,12 @@ def three_points(text: str) -> str:
 
 
 def _final_answer(tool_messages: list[dict[str, Any]], question: str = "") -> str:
+    chinese = re.search(r"[\u4e00-\u9fff]", question) is not None or not question
     for message in tool_messages:
         result = read_tool_result(message)
         if message.get("status") != "success" or result.get("status") != "success":
             detail = result.get("error") or result.get("output") or "unknown error"
-            return f"{FAILURE_PREFIX}{detail}"
+            return f"{FAILURE_PREFIX if chinese else FAILURE_PREFIX_EN}{detail}"
     summaries = []
     for message in tool_messages:
         output = read_tool_result(message).get("output")
@@ -67,8 +69,7 @@ def _final_answer(tool_messages: list[dict[str, Any]], question: str = "") -> st
         if isinstance(content, str) and content.strip():
             summaries.append(content)
     combined = "\n".join(summaries) if summaries else NO_CONTENT
-    chinese = re.search(r"[\u4e00-\u9fff]", question) is not None
-    return (ANSWER_PREFIX if chinese or not question else ANSWER_PREFIX_EN) + three_points(combined)
+    return (ANSWER_PREFIX if chinese else ANSWER_PREFIX_EN) + three_points(combined)
 
 
 def _as_qwen_xml(calls: list[dict[str, Any]]) -> str:
