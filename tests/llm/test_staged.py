@@ -534,37 +534,36 @@ then runs its scripts with `code_execution`, and answers from the real output.
 
 
 def guide_turn(question):
-    call = {"id": "call_001", "name": "file_reader", "args": {"path": "docs/agent_guide.md"}}
     output = {"path": "docs/agent_guide.md", "content": GUIDE_SKILLS}
-    return [
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_001", "name": "file_reader",
-         "content": json.dumps({"status": "success", "output": output})},
-    ]  # fmt: skip
+    return after_call(question, "file_reader", {"path": "docs/agent_guide.md"}, output)
+
+
+def answer_after_guide(question, replies):
+    """The staged decision after docs/agent_guide.md was read, the model scripted to answer
+    with ``replies`` (one per attempt)."""
+    backend = ScriptedBackend(replies, scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0}))
+    reader = basic_tools()[0]
+    messages = guide_turn(question)
+    return generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
 
 
 def test_a_quote_of_a_line_that_is_close_but_not_closest_is_retried_then_extracted():
     # the guide's first line is among the three passages shown for "how does the agent use
     # a skill?" (second closest), and it was the answer, labelled quoted
-    messages = guide_turn("Read docs/agent_guide.md: how does the agent use a skill?")
     first_line = '{"content": "This guide shows how to work with the local agent runtime."}'
-    backend = ScriptedBackend(
-        [first_line, first_line], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0})
+    result = answer_after_guide(
+        "Read docs/agent_guide.md: how does the agent use a skill?", [first_line, first_line]
     )
-    reader = basic_tools()[0]
-    result = generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
     assert result["attempts"][0]["error"]["type"] == "bad_reply"
     assert result["parse"]["answer_source"] == "extracted"
     assert "read_skill" in result["ai_message"]["content"]
 
 
 def test_a_quote_of_the_closest_passage_stays_the_models_answer():
-    messages = guide_turn("Read docs/agent_guide.md: how does the agent use a skill?")
     quote = json.dumps({"content": "The agent first reads the skill with `read_skill`."})
-    backend = ScriptedBackend([quote], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0}))
-    reader = basic_tools()[0]
-    result = generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
+    result = answer_after_guide(
+        "Read docs/agent_guide.md: how does the agent use a skill?", [quote]
+    )
     assert result["status"] == "success" and len(result["attempts"]) == 1
     assert result["parse"]["answer_source"] == "quoted"
 
@@ -990,18 +989,15 @@ def test_a_copied_line_with_words_of_its_own_around_it_is_retried_too():
     # p17a: "This guide shows how to work with the local agent runtime. The guide is a
     # text-based guide ..." passed as the model's own answer to "what does the calculator
     # tool do?" (not all of it copied, so not labelled quoted)
-    messages = guide_turn("Open docs/agent_guide.md: what does the calculator tool do?")
     reply = json.dumps(
         {
             "content": "This guide shows how to work with the local agent runtime. "
             "The guide is a text-based guide about the runtime."
         }
     )
-    backend = ScriptedBackend(
-        [reply, reply], scorer=scorer({CALL_OPENING: -9.0, ANSWER_OPENING: 0.0})
+    result = answer_after_guide(
+        "Open docs/agent_guide.md: what does the calculator tool do?", [reply, reply]
     )
-    reader = basic_tools()[0]
-    result = generate_ai_message(staged_profile(), messages, [reader], backend=backend).to_dict()
     assert result["attempts"][0]["error"]["type"] == "bad_reply"
     assert result["parse"]["answer_source"] == "extracted"
     assert "arithmetic" in result["ai_message"]["content"]

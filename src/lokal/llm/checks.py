@@ -445,8 +445,8 @@ def _check_arithmetic(text: str, ctx: AnswerContext) -> tuple[str, Finding | Non
 
 
 def _unescaped(source: str) -> str:
-    """A JSON result with its ``\\uXXXX`` escapes written out (a result serialised with
-    ``ensure_ascii``), or the text as it is."""
+    """A JSON result with its ``\\u`` escapes (``\\u7cfb``) written out as the characters
+    they stand for (a result serialised with ``ensure_ascii``), or the text as it is."""
     if "\\u" not in source:
         return source
     try:
