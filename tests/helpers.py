@@ -45,3 +45,23 @@ def mcp_stdio_server(*args: str, **fields: Any) -> dict[str, Any]:
     import sys
 
     return {"command": sys.executable, "args": [str(MCP_FIXTURE_SERVER), *args], **fields}
+
+
+def staged_args(tool: dict[str, Any], question: str, score: Any) -> dict[str, Any]:
+    """The arguments of the first call a staged decision makes for ``question`` with only
+    ``tool`` on offer, the model scripted by ``score(prefix, continuation)`` (no
+    preselection, no generated values: every value is a scored candidate)."""
+    from lokal.config import load_profile
+    from lokal.llm.backends.scripted import ScriptedBackend
+    from lokal.llm.decide import generate_ai_message
+
+    profile = load_profile(MODEL_CONFIG).with_tool_calling(
+        mode="staged", preselect_k=None, staged={"generated_values": False}
+    )
+    result = generate_ai_message(
+        profile,
+        [{"role": "user", "content": question}],
+        [tool],
+        backend=ScriptedBackend(scorer=score),
+    )
+    return result.ai_message["tool_calls"][0]["args"]

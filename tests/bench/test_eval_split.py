@@ -35,7 +35,11 @@ def test_development_and_evaluation_questions_do_not_overlap():
     }
     evaluation = {
         **_case_questions(DATA / "bench_cases"),
-        **_task_questions(DATA / "eval" / "e2e_tasks.json"),
+        **{
+            question: task
+            for path in sorted((DATA / "eval").glob("e2e_tasks*.json"))
+            for question, task in _task_questions(path).items()
+        },
     }
     assert len(development) > 100 and len(evaluation) > 40  # the sets were read
     shared = {q: (development[q], evaluation[q]) for q in development.keys() & evaluation.keys()}

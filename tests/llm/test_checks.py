@@ -432,3 +432,28 @@ def test_a_short_sentence_said_over_and_over_is_no_answer():
     # twice, or one short answer, is not
     assert check_answer("Yes. Yes.", AnswerContext(question="Is it?"))[1] == []
     assert check_answer("4.", AnswerContext(question="How many parts?"))[1] == []
+
+
+def test_a_question_for_three_rows_answered_with_one_is_retried():
+    # "In data/sales.csv, what are the three rows with the most units?" was answered with
+    # the second of the three rows (held-out tasks, 2026-12-06)
+    top = (
+        '{"operation": "topk", "column": "units", "k": 3, "rows": ['
+        '{"region": "South", "product": "Gizmo", "units": 21, "price": 7.25}, '
+        '{"region": "West", "product": "Widget", "units": 20, "price": 2.5}, '
+        '{"region": "South", "product": "Widget", "units": 18, "price": 2.5}]}'
+    )
+    question = "In data/sales.csv, what are the three rows with the most units?"
+    ctx = AnswerContext(question=question, sources=[top])
+    _, findings = check_answer("Region: West, product: Widget, units: 20, price: 2.5", ctx)
+    assert [(f.check, f.action) for f in findings] == [("part_of_each", "retry")]
+    assert "3" in findings[0].detail
+    every = "South Gizmo with 21 units, West Widget with 20, and South Widget with 18."
+    assert check_answer(every, ctx)[1] == []
+    # a value two rows share ("South", "Widget", 2.5) names neither of them
+    shared = AnswerContext(question="Which are the top two rows by units?", sources=[top])
+    assert [f.check for f in check_answer("South, Widget, 2.5", shared)[1]] == ["part_of_each"]
+    assert check_answer("Gizmo (21 units) and the West Widget (20).", shared)[1] == []
+    # a question for one row asks for one
+    one = AnswerContext(question="Which row has the most units?", sources=[top])
+    assert check_answer("South, Gizmo, 21 units.", one)[1] == []

@@ -221,6 +221,9 @@ def test_a_question_about_each_group_is_answered_with_every_group():
     assert all(r in each.passage.text for r in ("East", "North", "South", "West"))
     one = extract_answer(turn("Which region sold the most units?"), backend=backend)
     assert not one.passage.listing and one.passage.text.startswith("region: ")
+    # "the three regions that sold most" asks for several of them: the listing
+    three = extract_answer(turn("What are the three regions that sold most?"), backend=backend)
+    assert three.passage.listing
 
 
 def test_a_reply_refused_as_it_stood_is_not_handed_back_but_its_parts_are():

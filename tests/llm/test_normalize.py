@@ -13,8 +13,10 @@ from lokal.llm.staged.candidates import (
     implied_count,
     implied_numbers,
     iso_dates,
+    list_candidates,
     number_candidates,
     number_words,
+    percent_form,
     percentages,
     refers_back,
     unit_numbers,
@@ -69,10 +71,7 @@ def test_units_stripped_and_implied_numbers():
 
 
 def test_a_staged_decision_offers_the_normalised_forms_as_candidates():
-    from helpers import MODEL_CONFIG
-    from lokal.config import load_profile
-    from lokal.llm.backends.scripted import ScriptedBackend
-    from lokal.llm.decide import generate_ai_message
+    from helpers import staged_args
     from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
 
     tool = {
@@ -98,17 +97,81 @@ def test_a_staged_decision_offers_the_normalised_forms_as_candidates():
             return -9.0
         return 0.0 if continuation.startswith(("3", '"2023-03-10"', "top_stocks")) else -5.0
 
-    profile = load_profile(MODEL_CONFIG).with_tool_calling(
-        mode="staged", preselect_k=None, staged={"generated_values": False}
-    )
     question = "Show the top three stocks since March 10th, 2023"
-    result = generate_ai_message(
-        profile,
-        [{"role": "user", "content": question}],
-        [tool],
-        backend=ScriptedBackend(scorer=score),
-    )
-    assert result.ai_message["tool_calls"][0]["args"] == {"count": 3, "since": "2023-03-10"}
+    assert staged_args(tool, question, score) == {"count": 3, "since": "2023-03-10"}
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "values", "kept"),
+    [
+        ("interest_rate", "The annual interest rate.", [5000, 5, 0.05], [5000, 0.05]),
+        ("expected_annual_return", "", [7, 0.07], [0.07]),
+        ("growth", "The growth rate of the population.", [2, 0.02], [0.02]),
+        ("rate", "Tax rate in percent.", [7, 0.07], [7]),
+        ("lightness", "Lightness of the colour.", [70, 0.7], [70, 0.7]),
+    ],
+)
+def test_a_rate_takes_a_percentage_as_a_fraction(name, description, values, kept):
+    # BFCL development split: 11 of 11 rate parameters given as "N%" expected N / 100
+    text = "an annual interest rate of 5%, 7% return, 2% growth, 70% lightness, 7% tax"
+    spec = {"type": "number", "description": description}
+    assert percent_form(name, spec, values, text) == kept
+
+
+@pytest.mark.parametrize(
+    ("text", "lists"),
+    [
+        ("Group A [3, 4, 5, 6, 4] and Group B [7, 8, 9, 8, 7]", [[3, 4, 5, 6, 4], [7, 8, 9, 8, 7]]),
+        ("cash flows: [-50000, 10000, 15000] at 8%", [[-50000, 10000, 15000]]),
+        ("a Hand of 8♥, 10♥, J♥, Q♥, K♥ and Mike", [["8♥", "10♥", "J♥", "Q♥", "K♥"]]),
+        ("buy eggs, milk, and bread.", [["eggs", "milk", "bread"]]),
+        ("prices ['a', 'b']", [["a", "b"]]),
+        ("the NPV (Net Present Value) of 1,000 or 2,500.50", []),
+        ("from Boston to Chicago", []),
+    ],
+)
+def test_lists_the_question_writes_out(text, lists):
+    assert list_candidates(text) == lists
+
+
+def test_a_list_argument_is_the_whole_list_the_question_writes():
+    """ "Run a two sample T-test ... Group A [3, 4, 5, 6, 4] and Group B [7, 8, 9, 8, 7]" was
+    called with ``group1: [3, 4, 5]``; the annual interest rate of 5% with 5.0 (BFCL
+    development split). The model (scripted) prefers the percent; with no list of its own to
+    stop early, each group gets a list the question writes, the one not yet used first."""
+    from helpers import staged_args
+    from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
+
+    numbers = {"type": "array", "items": {"type": "number"}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "ttest_with_rate",
+            "description": "a two sample t-test",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "group1": {**numbers, "description": "first group"},
+                    "group2": {**numbers, "description": "second group"},
+                    "interest_rate": {"type": "number", "description": "the rate"},
+                },
+                "required": ["group1", "group2", "interest_rate"],
+            },
+        },
+    }
+
+    def score(prefix, continuation):
+        if continuation.startswith(CALL_OPENING):
+            return 0.0
+        if continuation.startswith(ANSWER_OPENING):
+            return -9.0
+        if continuation.startswith("0.05"):
+            return -1.0
+        return 0.0 if continuation.startswith(("5", "ttest_with_rate")) else -5.0
+
+    question = "Compare Group A [3, 4, 5, 6, 4] and Group B [7, 8, 9, 8, 7] at a rate of 5%."
+    expected = {"group1": [3, 4, 5, 6, 4], "group2": [7, 8, 9, 8, 7], "interest_rate": 0.05}
+    assert staged_args(tool, question, score) == expected
 
 
 @pytest.mark.parametrize(

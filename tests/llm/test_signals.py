@@ -12,6 +12,7 @@ from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.signals import (
     asks_a_next_step,
     asks_for_a_tool,
+    asks_for_several,
     asks_which_file,
     fits_the_file,
     names_a_file,
@@ -86,6 +87,10 @@ def test_a_question_that_asks_which_file(question, asked):
         ("Open notes.txt and tell me the time of the quarterly review.", False),
         ("Find the file in the workspace that mentions where the sales table is kept.", False),
         ("What is 3 + 4?", False),
+        ("Open notes.txt, then tell me the current time.", True),
+        # a "then" that asks for the answer is no further step
+        ("Work out 2 + 2, then tell me the result.", False),
+        ("Read notes.txt and compute 2 + 2, then summarise.", False),
     ],
 )
 def test_a_question_that_asks_for_a_next_step(question, asked):
@@ -195,3 +200,57 @@ def test_a_tool_that_names_its_kinds_of_file_fits_only_those():
         "parameters": {"properties": {"path": {"type": "string"}}},
     }
     assert fits_the_file(returns_json, ["notes.txt"])  # JSON is what it returns, not reads
+
+
+@pytest.mark.parametrize(
+    ("question", "arithmetic"),
+    [
+        ("What is 144 divided by 12?", True),
+        ("请帮我计算 9 乘以 12。", True),
+        ("A crate holds 35 bottles. How many bottles fit in 8 crates?", True),
+        ("Find flights from Boston to Chicago on 2026-03-14.", False),
+        ("I have 3 cats and 2 dogs.", False),
+        ("How many letters are in strawberry?", False),
+    ],
+)
+def test_a_stated_computation_is_a_signal_for_the_calculator(question, arithmetic):
+    """ "What is 144 divided by 12?" and a word problem were answered from the model's memory
+    with invented numbers (held-out tasks, 2026-12-06): a calculator on offer and a
+    computation stated in the question is a signal to call, and ranks the calculator first
+    (the word problem's "how many" had ranked count_letter_in_string first). A date's hyphens
+    are no subtraction, and two numbers without a question of how many or how much are no
+    word problem."""
+    backend = ScriptedBackend(
+        ['{"content": "an answer"}'],
+        scorer=scorer({CALL_OPENING: -2.0, ANSWER_OPENING: 0.0, "calculator": -3.0}),
+    )
+    result = ask(question, backend, profile=staged_profile(signal_weight=5.0))
+    staged = result["attempts"][0]["staged"]
+    assert staged["answer_or_call"]["signal_arithmetic"] == float(arithmetic)
+    decision = first_decision([result["ai_message"]])
+    assert decision == ("calculator" if arithmetic else "answer"), staged
+
+
+def test_the_arithmetic_signal_needs_a_calculator():
+    without = [t for t in basic_tools() if t["function"]["name"] != "calculator"]
+    backend = ScriptedBackend(['{"content": "12"}'], scorer=scorer({ANSWER_OPENING: 0.0}))
+    result = ask("What is 144 divided by 12?", backend, tools=without)
+    assert result["attempts"][0]["staged"]["answer_or_call"]["signal_arithmetic"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("question", "count"),
+    [
+        ("In data/sales.csv, what are the three rows with the most units?", 3),
+        ("List the top 5 products by price.", 5),
+        ("Show the first two entries.", 2),
+        ("Show 3 rows of the table.", 3),
+        ("销量最高的前三个产品是什么？", 3),
+        ("What is 2 plus 3?", 0),
+        ("How many bottles fit in 8 crates?", 0),
+        ("What does the 2026 report say?", 0),
+        ("Which row has the most units?", 0),
+    ],
+)
+def test_a_question_for_a_number_of_items(question, count):
+    assert asks_for_several(question) == count

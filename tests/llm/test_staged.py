@@ -368,11 +368,12 @@ def test_spans_and_numbers_of_a_question():
 
 
 def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
-    # "then": a next step is asked for, so the engine tries a call (without it, it answers
-    # at once: test_once_the_calls_succeeded_a_question_without_a_next_step_is_answered)
+    # "then check it": a next step is asked for, so the engine tries a call (without it, it
+    # answers at once: test_once_the_calls_succeeded_a_question_without_a_next_step_is_answered);
+    # no other tool is on offer to pass over to
     call = {"id": "call_001", "name": "calculator", "args": {"expression": "2 + 2"}}
     messages = [
-        {"role": "user", "content": "Work out 2 + 2, then tell me the result."},
+        {"role": "user", "content": "Work out 2 + 2, then check it."},
         {"role": "assistant", "content": "", "tool_calls": [call]},
         {
             "role": "tool",
@@ -386,7 +387,8 @@ def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
         ['{"content": "It is 4."}'],
         scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0, '"2 + 2"': 0}),
     )
-    result = generate_ai_message(staged_profile(), messages, basic_tools(), backend=backend)
+    calculator = [t for t in basic_tools() if t["function"]["name"] == "calculator"]
+    result = generate_ai_message(staged_profile(), messages, calculator, backend=backend)
     result = result.to_dict()
     assert result["ai_message"]["content"] == "It is 4."
     staged = result["attempts"][0]["staged"]
@@ -983,6 +985,43 @@ def test_a_next_step_in_words_a_failed_call_or_instructions_let_another_call_be_
         result, staged = decide_after(messages, tools)
         assert "nothing_next" not in staged and staged["choice"] == "call"
         assert [c["name"] for c in result["ai_message"]["tool_calls"]] == ["get_current_datetime"]
+
+
+def test_a_next_step_after_a_search_passes_the_repeated_search_over_to_the_reader():
+    # "Search the workspace for files about the quarterly review, then read the file you
+    # find." searched, then chose the same search again and answered from the hit
+    # (development task two_step): the repeat is passed over for the next tool that can be
+    # filled, the reader, with the file the hit names
+    reader, search = basic_tools()[0], basic_tools()[2]
+    hits = {"results": [{"path": "notes.txt", "line": 3, "snippet": "Quarterly review ..."}]}
+    messages = after_call(
+        "Search the workspace for files about the quarterly review, then read the file you find.",
+        "local_file_search", {"query": "quarterly review"}, hits,
+    )  # fmt: skip
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "local_file_search": 0.0,
+        "file_reader": -3.0,
+        '"quarterly review"': 0.0,
+        '"notes.txt"': 0.0,
+    }
+    result, staged = decide_after(messages, [reader, search], table)
+    assert [c["name"] for c in staged["passed_over"]] == ["local_file_search"]
+    assert staged["passed_over"][0]["repeat_of_a_done_call"]
+    calls = result["ai_message"]["tool_calls"]
+    assert [(c["name"], c["args"]) for c in calls] == [("file_reader", {"path": "notes.txt"})]
+    # without a next step in words the repeat ends the decision: the result is in hand
+    done = after_call(
+        "Search the workspace for files about the quarterly review.",
+        "local_file_search", {"query": "quarterly review"}, hits,
+    )  # fmt: skip
+    backend = ScriptedBackend(
+        ['{"content": "notes.txt mentions the quarterly review."}'], scorer=scorer(table)
+    )
+    result = generate_ai_message(staged_profile(), done, [reader, search], backend=backend)
+    staged = result.to_dict()["attempts"][0]["staged"]
+    assert "passed_over" not in staged and result.to_dict()["ai_message"]["tool_calls"] == []
 
 
 def test_a_copied_line_with_words_of_its_own_around_it_is_retried_too():

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lokal.llm.signals import asks_for_each, asks_which_file, names_a_file
+from lokal.llm.signals import asks_for_each, asks_for_several, asks_which_file, names_a_file
 from lokal.llm.staged.candidates import CJK, refers_back
 
 __all__ = [
@@ -689,9 +689,67 @@ def _group_labels(source: str) -> list[list[str]]:
     return found
 
 
+def _record_lists(source: str) -> list[list[dict[str, Any]]]:
+    """The lists of 2 to 12 records (JSON objects) in a JSON tool result: a table's rows."""
+    try:
+        value = json.loads(source)
+    except (ValueError, RecursionError):
+        return []
+    found: list[list[dict[str, Any]]] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            if 1 < len(node) <= 12 and all(isinstance(item, dict) for item in node):
+                found.append(node)
+            stack.extend(node)
+    return found
+
+
+def _mentioned_records(text: str, records: list[dict[str, Any]]) -> int:
+    """How many of ``records`` the answer names: by a value no other record has (the
+    "Gizmo" or the 21 units of one row)."""
+    numbers, _ = _values(text)
+    folded = text.casefold()
+
+    def key(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, (int, float)) else str(value).casefold()
+
+    counts: dict[str, int] = {}
+    for record in records:
+        for value in {key(v) for v in record.values() if isinstance(v, (str, int, float))}:
+            counts[value] = counts.get(value, 0) + 1
+    named = 0
+    for record in records:
+        own = [
+            v
+            for v in record.values()
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and counts[key(v)] == 1
+        ]
+        if any(key(v) in numbers if isinstance(v, (int, float)) else key(v) in folded for v in own):
+            named += 1
+    return named
+
+
 def _check_part_of_each(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     """A question about each group ("units per region") answered with fewer than half of
-    the groups the tool returned ("South sold 70") is asked for again, with every group."""
+    the groups the tool returned ("South sold 70") is asked for again, with every group;
+    so is a question for a number of rows ("the three rows with the most units") answered
+    with fewer of the rows the tool returned."""
+    several = asks_for_several(ctx.question) if ctx.sources else 0
+    if several:
+        for source in ctx.sources:
+            for records in _record_lists(source):
+                wanted = min(several, len(records))
+                if _mentioned_records(text, records) < wanted:
+                    return text, Finding(
+                        "part_of_each",
+                        "retry",
+                        f"the question asks for {several}; give each of the {wanted} "
+                        "the tool results hold",
+                    )
     if not ctx.sources or not asks_for_each(ctx.question):
         return text, None
     folded = text.casefold()

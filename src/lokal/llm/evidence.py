@@ -21,7 +21,13 @@ import numpy as np
 
 from lokal.llm.glosses import cjk_share, english_glosses, stemmed
 from lokal.llm.select import ToolSelector, bm25_text, default_selector
-from lokal.llm.signals import asks_for_each, asks_how_many, asks_which_file, names_a_file
+from lokal.llm.signals import (
+    asks_for_each,
+    asks_for_several,
+    asks_how_many,
+    asks_which_file,
+    names_a_file,
+)
 from lokal.messages import last_user_text, read_tool_result
 
 __all__ = [
@@ -319,10 +325,11 @@ def answerable(question: str, passages: Sequence[Passage]) -> list[Passage]:
         for p in passages
         if not p.bookkeeping or (asks_how_many(question) and _field_words(p.text) & asked)
     ] or passages
-    # "units per region" is answered by every region's total, not by one of them; other
-    # questions by one record, not the whole list
+    # "units per region" is answered by every region's total, not by one of them, and
+    # "the three rows with the most units" by the three rows; other questions by one
+    # record, not the whole list
     listings = [p.text for p in passages if p.listing]
-    if asks_for_each(question):
+    if asks_for_each(question) or asks_for_several(question):
         passages = [
             p for p in passages if p.listing or not any(p.text in t for t in listings)
         ] or passages

@@ -27,6 +27,7 @@ __all__ = [
     "asks_a_next_step",
     "asks_for_a_tool",
     "asks_for_each",
+    "asks_for_several",
     "asks_how_many",
     "asks_which_file",
     "fits_the_file",
@@ -70,6 +71,19 @@ _EACH = re.compile(
     r"|\bfor\s+all\s+\w+|每个|每一|各个|各",
     re.IGNORECASE,
 )
+_COUNT_WORDS = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
+    "十": 10,
+}  # fmt: skip
+_N_EN = r"(two|three|four|five|six|seven|eight|nine|ten|[2-9]|1[0-9])"
+# "the three rows with the most units", "top 5", "the first two entries", "前三个"
+_SEVERAL = re.compile(
+    rf"\b(?:the|top|first|last|best|worst|highest|lowest|largest|smallest|biggest)\s+{_N_EN}\b"
+    rf"|\b{_N_EN}\s+(?:rows|records|entries|items|lines|results)\b"
+    r"|前\s*([两二三四五六七八九十]|[2-9]|1[0-9])",
+    re.IGNORECASE,
+)
 _HOW_MANY = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bcount\b|多少|几个|几", re.IGNORECASE)
 _ASK_ZH = re.compile(r"(?:使用|用|调用|借助|通过).{0,8}?(?:工具|函数)")
 
@@ -102,9 +116,12 @@ def asks_for_a_tool(question: str) -> bool:
     return bool(_ASK_EN.search(question) or _ASK_ZH.search(question))
 
 
-# a request for a step after another: "then", "after that", "and read it", "然后"
+# a request for a step after another: "then", "after that", "and read it", "然后"; not
+# "then tell me the result" or "then summarise", which ask for the answer
 _NEXT_STEP = re.compile(
-    r"\bthen\b|\bafter\s+(?:that|this|which)\b|\bafterwards\b|\bnext\b|\bonce\s+you\b"
+    r"\bthen\b(?!\s+(?:summari[sz]e|answer|reply|respond)\b|\s+(?:tell|give|show)\s+me\s+"
+    r"(?:the\s+)?(?:result|answer|it|that|them)\b|\s+let\s+me\s+know\b)"
+    r"|\bafter\s+(?:that|this|which)\b|\bafterwards\b|\bnext\b|\bonce\s+you\b"
     r"|\band\s+(?:\w+\s+){1,2}(?:it|them|that\s+\w+|this\s+\w+|the\s+file)\b"
     r"|然后|接着|之后|再",
     re.IGNORECASE,
@@ -126,6 +143,16 @@ def asks_for_each(question: str) -> bool:
     """Whether the question asks about each of a kind ("per region", "for each product",
     "group by", "每个地区"), so every group of the result is the answer."""
     return bool(_EACH.search(question))
+
+
+def asks_for_several(question: str) -> int:
+    """How many items the question asks for by number ("the three rows with the most
+    units", "top 5", "前三"): 0 when it names no such number."""
+    match = _SEVERAL.search(question)
+    if not match:
+        return 0
+    word = next(g for g in match.groups() if g).lower()
+    return int(word) if word.isdigit() else _COUNT_WORDS[word]
 
 
 def asks_how_many(question: str) -> bool:

@@ -52,6 +52,7 @@ from lokal.config import ToolCallingSettings
 from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
+from lokal.llm.places import asks_city_state, city_state_forms
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import asks_a_next_step, fits_the_file, names_a_file, question_signals
 from lokal.llm.staged.candidates import (
@@ -71,7 +72,9 @@ from lokal.llm.staged.candidates import (
     later_values,
     leaf_strings,
     list_bound,
+    list_candidates,
     number_candidates,
+    percent_form,
     refers_back,
     states_any,
     text_numbers,
@@ -131,6 +134,10 @@ class DecisionTimeout(Exception):
 
 # a tool that does arithmetic, not one that takes a function's expression ("sin(x)")
 _ARITHMETIC = re.compile(r"\barithmetic\b|\bcalculator\b", re.IGNORECASE)
+# a word problem's question: "how many bottles", "how much money", "in total", "多少"
+_HOW_MUCH = re.compile(r"\bhow\s+(?:many|much)\b|\bin\s+total\b|\baltogether\b|多少|几", re.I)
+# numbers joined by hyphens are a date or a code ("2026-03-14", "555-0100"), not a sum
+_JOINED_NUMBERS = re.compile(r"\d+(?:-\d+)+$")
 # a tool whose result is a procedure to follow, not an answer ("Read a skill's instructions")
 _INSTRUCTIONS = re.compile(r"\binstructions?\b", re.IGNORECASE)
 
@@ -490,6 +497,8 @@ class StagedEngine:
         # checkable signals, of the question only: once results are in, the request that
         # named the file or the tool has been acted on
         signals = {} if self.has_results else question_signals(self.question, self.tools.values())
+        if not self.has_results:
+            signals["arithmetic"] = self._states_arithmetic()
         if self.has_results:
             # ...except a computation with a value the results now hold ("then multiply
             # that number by 3") that no tool has done yet
@@ -511,6 +520,30 @@ class StagedEngine:
             **{f"signal_{k}": float(v) for k, v in signals.items()},
             "margin": margin,
         }
+
+    def _next_tool_after(self, name: str, passed_over: list[str]) -> bool:
+        """Whether, the first call of this reply having repeated a done call of ``name``,
+        another tool is tried: the question asks for a step after another ("..., then read
+        the file you find"), this is the first tool passed over, and another tool can be
+        filled from the question and the results."""
+        return (
+            not passed_over
+            and asks_a_next_step(self.question)
+            and any(n != name and self.fillable(n) for n in self.order)
+        )
+
+    def _states_arithmetic(self) -> bool:
+        """Whether a calculator is on offer and the question states its computation: a
+        formula ("144 divided by 12", "9 乘以 12") or a word problem that asks how many or
+        how much of two numbers ("A crate holds 35 bottles. How many bottles fit in 8
+        crates?"). Both were answered from the model's memory with invented numbers."""
+        if not any(does_arithmetic(tool) for tool in self.tools.values()):
+            return False
+        if any(not _JOINED_NUMBERS.match(f) for f in formula_candidates(self.question)):
+            return True
+        return bool(word_problem_candidates(self.question)) and bool(
+            _HOW_MUCH.search(self.question)
+        )
 
     def _clause_ranking(self, text: str) -> dict[str, Any]:
         ranking, _ = default_selector().rank(text, list(self.tools.values()))
@@ -578,6 +611,10 @@ class StagedEngine:
         # after results, the computation the question still asks for ("then add 5 to it")
         # is the signal, for the tools that compute
         follow_up = set(self._follow_up_tools())
+        # before results, a computation the question states is the signal for the
+        # calculator ("How many bottles fit in 8 crates?" ranked count_letter_in_string first)
+        if not self.has_results and self._states_arithmetic():
+            follow_up |= {n for n, tool in self.tools.items() if does_arithmetic(tool)}
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
             ranked = scored.get(name)
@@ -767,6 +804,15 @@ class StagedEngine:
                     or word_problem_candidates(self.question)
                     if f not in values
                 ]
+            if asks_city_state(spec):
+                # "in the format of 'City, State'": "Chicago" is offered as "Chicago, IL"
+                # (lokal.llm.places), the bare name no longer
+                values = [
+                    f
+                    for v in values
+                    for f in ((isinstance(v, str) and city_state_forms(v, spec)) or [v])
+                ]
+                values = list(dict.fromkeys(values))
             if inferred_format(self._param_name, spec) == "date":
                 # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
@@ -779,6 +825,15 @@ class StagedEngine:
                         continue
                     if number not in values:
                         values.append(number)
+            values = percent_form(self._param_name, spec, values, " ".join(sources))
+        elif kinds and kinds <= {"array", "null"}:
+            # a list the question writes out, whole (the model's own list stopped early);
+            # items that do not fit the schema fail its check below
+            values = [v for s in sources[:1] for v in list_candidates(s)]
+            if self._source != self.question:
+                values += [v for v in list_candidates(self.question) if v not in values]
+            if not values:
+                return None
         else:
             return None
         checker = schema_validator(spec)
@@ -829,7 +884,7 @@ class StagedEngine:
                 spec,
                 budget,
                 max_string=self.settings.max_string_length,
-                max_items=self.settings.max_calls,
+                max_items=list_bound(self.question, self.settings.max_calls),
             )
             free = self._generate(prefix, fitted, budget, suffix=tail)
             own = free.text[: -len(tail)] if free.text.endswith(tail) else free.text
@@ -1016,10 +1071,14 @@ class StagedEngine:
         finish = "stop"
         focus: str | None = None
         later: list[Any] = []
+        passed_over: list[str] = []  # tools whose call repeated a done one, for a next step
         while True:
             self.stage = f"tool of call {len(calls) + 1}"
             scores = self.tool_scores(prefix, focus)
-            name = max(self.order, key=lambda n: (scores[n]["fused"], -self.order.index(n)))
+            name = max(
+                [n for n in self.order if n not in passed_over],
+                key=lambda n: (scores[n]["fused"], -self.order.index(n)),
+            )
             self.stage = f"arguments of call {len(calls) + 1} ({name})"
             self.pending = {"name": name, "args": {}}
             likely = self.staged.optional_args == "likely"
@@ -1048,6 +1107,13 @@ class StagedEngine:
             if call_key(name, text) in self.done:
                 # the same call already succeeded in this turn: its result is in hand
                 calls[-1]["repeat_of_a_done_call"] = True
+                if len(calls) == 1 and self._next_tool_after(name, passed_over):
+                    # "search for files about X, then read the file you find": the step
+                    # after the search is another tool's, the next best that can be filled
+                    passed_over.append(name)
+                    self.found.pop()
+                    self.trace.setdefault("passed_over", []).append(calls.pop())
+                    continue
                 if len(calls) == 1:
                     self.trace["calls"] = calls
                     self.trace["choice"] = "answer"

