@@ -296,3 +296,20 @@ def test_a_list_lead_gives_way_to_the_lead_with_its_items():
     assert "An agent system is usually built from four parts: Model, Tools, Memory, Loop." in (
         texts
     )
+
+
+def test_a_search_that_found_nothing_says_so():
+    # "在工作区里搜索提到季度评审的文件。" searched for the whole sentence, found nothing, and
+    # "files_scanned: 4" was extracted as the answer (fourth held-out set, 2026-12-06)
+    nothing = {**HITS, "results": [], "files_matched": 0}
+    messages = search_turn("Which file mentions the quarterly review?", nothing)
+    passages = result_passages(messages)
+    kept = {p.text: p.bookkeeping for p in passages}
+    assert kept["results: none"] is False
+    assert kept["files_scanned: 4"] and kept["files_matched: 0"]
+    backend = ScriptedBackend(scorer=lambda prefix, text: -1.0 if "files_" in text else -9.0)
+    assert extract_answer(messages, backend=backend).passage.text == "results: none"
+    # beside hits, an empty list is no finding of its own
+    some = {**HITS, "skipped": []}
+    texts = [p.text for p in result_passages(search_turn("Which file?", some))]
+    assert "skipped: none" not in texts

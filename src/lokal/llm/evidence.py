@@ -144,12 +144,17 @@ def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, boo
 
     def walk(value: Any, key: str, meta: bool = False) -> None:
         if isinstance(value, dict):
-            carries = any(
+            found = any(
                 (isinstance(v, list) and v) or (isinstance(v, str) and len(v.strip()) > 80)
                 for v in value.values()
             )
+            # a result whose findings are an empty list found nothing, and says so: "results:
+            # none", not "files_scanned: 4" (a Chinese search for a topic of an English file)
+            empty = [k for k, v in value.items() if isinstance(v, list) and not v]
+            for k in empty if not found else []:
+                passages.append((f"{k}: none", False))
             for k, v in value.items():
-                walk(v, str(k), carries)
+                walk(v, str(k), found or bool(empty))
         elif isinstance(value, list):
             records = []
             for item in value[:50]:

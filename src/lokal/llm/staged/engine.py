@@ -1111,7 +1111,8 @@ class StagedEngine:
                     # "search for files about X, then read the file you find": the step
                     # after the search is another tool's, the next best that can be filled
                     passed_over.append(name)
-                    self.found.pop()
+                    if self.found and self.found[-1]["name"] == name:
+                        self.found.pop()
                     self.trace.setdefault("passed_over", []).append(calls.pop())
                     continue
                 if len(calls) == 1:
