@@ -11,6 +11,7 @@ from lokal.bench.pairs import first_decision, pair_agreement
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.signals import (
     asks_a_next_step,
+    asks_a_tool_step,
     asks_for_a_tool,
     asks_for_several,
     asks_which_file,
@@ -254,3 +255,20 @@ def test_the_arithmetic_signal_needs_a_calculator():
 )
 def test_a_question_for_a_number_of_items(question, count):
     assert asks_for_several(question) == count
+
+
+@pytest.mark.parametrize(
+    ("question", "tool_step"),
+    [
+        ("Search the workspace for files about the review, then read the file you find.", True),
+        ("Search the workspace for the file about the quarterly review and read it.", True),
+        ("先搜索季度评审的文件，然后读取它。", True),
+        # make run's question: the step after the read is the answer
+        ("Use the file_reader tool to read docs/agent_intro.txt, then tell me what an agent "
+         "is made of.", False),
+        ("Read notes.txt, then explain it.", False),
+        ("What is 3 + 4?", False),
+    ],
+)  # fmt: skip
+def test_a_next_step_that_is_a_tool_s(question, tool_step):
+    assert asks_a_tool_step(question) is tool_step

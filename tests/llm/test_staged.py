@@ -1024,6 +1024,33 @@ def test_a_next_step_after_a_search_passes_the_repeated_search_over_to_the_reade
     assert "passed_over" not in staged and result.to_dict()["ai_message"]["tool_calls"] == []
 
 
+def test_a_next_step_that_is_the_answer_passes_nothing_over():
+    # make run's question on the fresh-clone CI of 7470be0: the repeated read was passed
+    # over for a search of the file's name, the loop ran to max_iterations and the answer
+    # was the empty search's "results: none"
+    reader, search = basic_tools()[0], basic_tools()[2]
+    question = (
+        "Use the file_reader tool to read docs/agent_intro.txt, then tell me what an agent "
+        "is made of."
+    )
+    read = {"path": "docs/agent_intro.txt", "content": "An agent has four parts: Model, Tools."}
+    messages = after_call(question, "file_reader", {"path": "docs/agent_intro.txt"}, read)
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "file_reader": 0.0,
+        '"docs/agent_intro.txt"': 0.0,
+        "local_file_search": -1.0,
+    }
+    backend = ScriptedBackend(
+        ['{"content": "An agent has four parts: Model, Tools."}'], scorer=scorer(table)
+    )
+    result = generate_ai_message(staged_profile(), messages, [reader, search], backend=backend)
+    staged = result.to_dict()["attempts"][0]["staged"]
+    assert "passed_over" not in staged
+    assert result.to_dict()["ai_message"]["tool_calls"] == []
+
+
 def test_a_copied_line_with_words_of_its_own_around_it_is_retried_too():
     # p17a: "This guide shows how to work with the local agent runtime. The guide is a
     # text-based guide ..." passed as the model's own answer to "what does the calculator

@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "asks_a_next_step",
+    "asks_a_tool_step",
     "asks_for_a_tool",
     "asks_for_each",
     "asks_for_several",
@@ -126,6 +127,25 @@ _NEXT_STEP = re.compile(
     r"|然后|接着|之后|再",
     re.IGNORECASE,
 )
+
+
+# what follows a word of a next step when that step is the answer, not a tool's:
+# "..., then tell me what an agent is made of"
+_ANSWER_STEP = re.compile(
+    r"\s*(?:just\s+)?(?:tell|say|explain|describe|show|give|list|summari[sz]e|answer|report"
+    r"|reply|respond|let\s+me\s+know|what|how|why|告诉|说明|解释|总结|回答)",
+    re.IGNORECASE,
+)
+
+
+def asks_a_tool_step(question: str) -> bool:
+    """Whether a next step the question asks for is a tool's ("..., then read the file you
+    find", "and open it"), not the answer ("..., then tell me what an agent is made of":
+    ``make run``'s question, which read the file, passed the repeated read over for a
+    search of the file's name, and ended on the search's empty result)."""
+    return any(
+        not _ANSWER_STEP.match(question, match.end()) for match in _NEXT_STEP.finditer(question)
+    )
 
 
 def asks_a_next_step(question: str) -> bool:

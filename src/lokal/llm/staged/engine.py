@@ -54,7 +54,13 @@ from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.places import asks_city_state, city_state_forms
 from lokal.llm.select import Selection, default_selector, name_words
-from lokal.llm.signals import asks_a_next_step, fits_the_file, names_a_file, question_signals
+from lokal.llm.signals import (
+    asks_a_next_step,
+    asks_a_tool_step,
+    fits_the_file,
+    names_a_file,
+    question_signals,
+)
 from lokal.llm.staged.candidates import (
     FORMAT_WORDS,
     FORMATS,
@@ -523,12 +529,13 @@ class StagedEngine:
 
     def _next_tool_after(self, name: str, passed_over: list[str]) -> bool:
         """Whether, the first call of this reply having repeated a done call of ``name``,
-        another tool is tried: the question asks for a step after another ("..., then read
-        the file you find"), this is the first tool passed over, and another tool can be
-        filled from the question and the results."""
+        another tool is tried: the question asks for a tool's step after another ("...,
+        then read the file you find": ``asks_a_tool_step``; "..., then tell me what it
+        says" asks for the answer), this is the first tool passed over, and another tool
+        can be filled from the question and the results."""
         return (
             not passed_over
-            and asks_a_next_step(self.question)
+            and asks_a_tool_step(self.question)
             and any(n != name and self.fillable(n) for n in self.order)
         )
 
