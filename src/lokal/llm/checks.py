@@ -657,54 +657,34 @@ def _check_ungrounded(text: str, ctx: AnswerContext) -> tuple[str, Finding | Non
     )
 
 
-def _group_labels(source: str) -> list[list[str]]:
-    """The labels of each list of records in a JSON tool result whose records are told
-    apart by their first text field (the regions of a group-by): ``[["East", "North"...]]``."""
-    try:
-        value = json.loads(source)
-    except (ValueError, RecursionError):
-        return []
-    found: list[list[str]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list):
-            labels = [
-                next((v for v in item.values() if isinstance(v, str)), None)
-                if isinstance(item, dict)
-                else None
-                for item in node
-            ]
-            if 1 < len(labels) <= 12 and None not in labels and len(set(labels)) == len(labels):
-                found.append([str(label) for label in labels])
-            for child in node:
-                walk(child)
-
-    try:
-        walk(value)
-    except RecursionError:  # a result nested too deep to be a table's groups
-        return []
-    return found
-
-
 def _record_lists(source: str) -> list[list[dict[str, Any]]]:
-    """The lists of 2 to 12 records (JSON objects) in a JSON tool result: a table's rows."""
+    """The lists of 2 to 12 records (JSON objects) in a JSON tool result, in the order the
+    result has them: a table's rows, a group-by's groups."""
     try:
         value = json.loads(source)
     except (ValueError, RecursionError):
         return []
     found: list[list[dict[str, Any]]] = []
     stack = [value]
-    while stack:
+    while stack:  # no recursion: a result nested too deep is walked all the same
         node = stack.pop()
         if isinstance(node, dict):
-            stack.extend(node.values())
+            stack.extend(reversed(list(node.values())))
         elif isinstance(node, list):
             if 1 < len(node) <= 12 and all(isinstance(item, dict) for item in node):
                 found.append(node)
-            stack.extend(node)
+            stack.extend(reversed(node))
+    return found
+
+
+def _group_labels(source: str) -> list[list[str]]:
+    """The labels of each list of records in a JSON tool result whose records are told
+    apart by their first text field (the regions of a group-by): ``[["East", "North"...]]``."""
+    found: list[list[str]] = []
+    for records in _record_lists(source):
+        labels = [next((v for v in r.values() if isinstance(v, str)), None) for r in records]
+        if None not in labels and len(set(labels)) == len(labels):
+            found.append([str(label) for label in labels])
     return found
 
 
