@@ -412,9 +412,10 @@ def continue_with_and_without(rows, folds: int = 5) -> dict:
 
 def refit_rows(path: Path, categories: list[str]) -> list[dict]:
     """The rows of an earlier ``--continue-bfcl`` run with ``later`` and ``cued`` computed
-    again from each row's stored arguments (the model's evidence is kept as it was)."""
+    again from each row's stored arguments (the model's evidence is kept as it was), as the
+    engine computes them (``later_values`` and ``sibling_values``)."""
     from lokal.bench.bfcl_data import load_split
-    from lokal.llm.staged.candidates import cued_again, later_values
+    from lokal.llm.staged.candidates import cued_again, later_values, sibling_values
 
     entries = {e["id"]: e for category in categories for e in load_split(category, "dev")}
     questions = {k: last_user_text(e["question"][0]) for k, e in entries.items()}
@@ -425,6 +426,7 @@ def refit_rows(path: Path, categories: list[str]) -> list[dict]:
             continue
         question, made = questions[row["id"]], row.get("args") or []
         values = later_values(question, made, [f["name"] for f in entries[row["id"]]["function"]])
+        values += [v for v in sibling_values(question, made) if v not in values]
         row["continue"]["later"] = 1.0 if values else 0.0
         row["continue"]["cued"] = 1.0 if values and cued_again(question, made, values) else 0.0
         rows.append(row)

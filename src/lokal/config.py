@@ -130,6 +130,13 @@ class StagedSettings(_Strict):
         "the part of the request the call is about, when there is one): 'radius of 5, 10 "
         "and 15': the third call's radius is 15, not 10 again",
     )
+    waiting_value_penalty: float = Field(
+        0.0,
+        description="taken from the log-probability of a candidate value that the question "
+        "states after another candidate of the same kind (after the same word) that no call "
+        "has taken yet: 'income $100,000 ... income of $120,000' gives the first call "
+        "100000, the next call 120000 (candidates.waiting_values)",
+    )
     value_length_weight: float = Field(
         0.0, description="added times log(characters) to a candidate value's log-probability"
     )

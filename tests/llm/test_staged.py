@@ -12,11 +12,16 @@ from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
 from lokal.llm.staged.candidates import (
+    clauses,
     column_cue,
     cued_again,
     later_values,
+    named_switch,
+    names_parameter,
+    sibling_values,
     text_numbers,
     text_spans,
+    waiting_values,
     wants_numbers,
 )
 
@@ -898,6 +903,200 @@ def test_a_name_the_tool_itself_carries_is_no_value_for_another_call():
 )
 def test_a_later_value_after_the_same_word_as_a_used_one(question, made, cued):
     assert cued_again(question, made, later_values(question, made)) is cued
+
+
+@pytest.mark.parametrize(
+    ("question", "values", "taken", "waiting"),
+    [
+        # the same word before: the second income waits for the first
+        (
+            "A loan of $500,000 from HSBC with annual income $100,000, and from Wells Fargo "
+            "a loan of $700,000 with annual income of $120,000",
+            [500000, 100000, 700000, 120000, "HSBC", "Wells Fargo"],
+            [],
+            [700000, 120000],
+        ),
+        # once the first is taken, the next waits for nothing
+        (
+            "A loan of $500,000 from HSBC with annual income $100,000, and from Wells Fargo "
+            "a loan of $700,000 with annual income of $120,000",
+            [500000, 100000, 700000, 120000],
+            [500000, 100000],
+            [],
+        ),
+        # the same word after: a unit or a noun the values qualify
+        (
+            "The heat capacity at 300 Kelvin, then again at 350 Kelvin",
+            [300, 350],
+            [],
+            [350],
+        ),
+        (
+            "The most played Pop song and the most played Rock song in Australia",
+            ["Pop", "Rock", "Australia"],
+            [],
+            ["Rock"],
+        ),
+        # values of different kinds, a one-letter word, a number beside a name: no order
+        ("Area of a triangle with base 6 and height 9", [6, 9], [], []),
+        ("The integral of x^2 from 1 to 3", [2, 1, 3], [], []),
+        ("A loan of $500,000 from HSBC", [500000, "HSBC"], [], []),
+    ],
+)
+def test_a_value_stated_after_an_untaken_one_of_its_kind_waits(question, values, taken, waiting):
+    assert sorted(values[i] for i in waiting_values(question, values, taken)) == sorted(
+        waiting, key=str
+    )
+
+
+def test_a_request_is_not_split_inside_a_number_written_with_thousands():
+    # "$500,000" is one amount: the part of the request the second call is about holds it
+    question = "A loan of $500,000 from HSBC, and of $700,000 from Wells Fargo; then 3,4"
+    assert clauses(question) == [
+        "A loan of $500,000 from HSBC",
+        "of $700,000 from Wells Fargo",
+        "3",
+        "4",
+    ]
+
+
+LOAN = {
+    "name": "loan_eligibility_check",
+    "description": "Check loan eligibility.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "financial_institution": {"type": "string"},
+            "loan_amount": {"type": "integer"},
+            "annual_income": {"type": "integer"},
+        },
+        "required": ["financial_institution", "loan_amount", "annual_income"],
+    },
+}
+
+
+def test_the_first_call_takes_the_first_of_the_values_a_repeated_request_states():
+    """BFCL parallel_20 (development split): the model liked the second income for the first
+    call (HSBC with $120,000), after which no value was left "later" and the second call was
+    never made. With ``waiting_value_penalty`` the second income waits for its own call."""
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "loan": 0.0}
+    table |= {'"HSBC"': -0.5, '"Wells Fargo"': -2.0, "500000": -0.5, "700000": -2.0}
+    income = {"100000": -1.5, "120000": -0.5}  # the amounts score -20 here
+
+    def score(prefix, continuation):
+        if prefix.endswith('"annual_income": '):
+            return scorer(income)(prefix, continuation)
+        return would_stop(table)(prefix, continuation)
+
+    question = (
+        "Check my loan eligibility for a home loan of amount $500,000 from HSBC with annual "
+        "income $100,000 and for Wells Fargo for a amount of $700,000 with annual income of "
+        "$120,000?"
+    )
+    weights = {"continue_lm_weight": 1.0, "continue_later_weight": 3.0, "later_value_bonus": 3.0}
+    calls = {}
+    for penalty in (0.0, 3.0):
+        profile = staged_profile(**weights, waiting_value_penalty=penalty)
+        result = ask(question, ScriptedBackend(scorer=score), profile, tools=[LOAN])
+        calls[penalty] = [c["args"] for c in result["ai_message"]["tool_calls"]]
+    assert calls[0.0][0]["annual_income"] == 120000
+    assert calls[3.0] == [
+        {"financial_institution": "HSBC", "loan_amount": 500000, "annual_income": 100000},
+        {"financial_institution": "Wells Fargo", "loan_amount": 700000, "annual_income": 120000},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "named", "switch"),
+    [
+        ("detail", "The latest sculpture by James Plensa with detailed description.", True, True),
+        ("calculate_years_ago", "Calculate how many years ago was the Ice age?", True, True),
+        ("include_influences", "Persian Empire with its religious history and influences", True,
+         True),
+        # a negation just before the name's words
+        ("include_human_impact", "Forest growth if we do not include the impact of humans",
+         True, False),
+        # not named: other words, a one-letter name, a name that is all verbs
+        ("extra_info", "Additional information like director and cast", False, None),
+        ("p", "a 0.3 probability of winning", False, None),
+        ("include", "including images", False, None),
+    ],
+)  # fmt: skip
+def test_a_parameter_the_question_names_in_its_own_words(name, question, named, switch):
+    assert names_parameter(name, question) is named
+    assert named_switch(name, question) is switch
+
+
+def test_a_rate_given_as_a_fraction_leaves_no_percentage_behind_for_another_call():
+    # BFCL simple_python_150 (development split): "3%" taken as 0.03 left 3 as a value
+    # marked like the used 1 ("rate of 3% for 1 year"), and a second call was made
+    question = "The return of a deposit of $1000 at an annual interest rate of 3% for 1 year."
+    made = [{"deposit": 1000, "annual_interest_rate": 0.03, "years": 1}]
+    assert sibling_values(question, made) == []
+
+
+TRIANGLE = {
+    "name": "calculate_triangle_area",
+    "description": "Calculate the area of a triangle given its base and height.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "base": {"type": "integer"},
+            "height": {"type": "integer"},
+            "unit": {"type": "string", "description": "The unit of measure"},
+        },
+        "required": ["base", "height"],
+    },
+}
+
+
+def test_a_unit_the_question_names_is_a_word_not_the_number_beside_it():
+    # BFCL simple_python_0 (development split): "a base of 10 units" names the optional
+    # ``unit``; the model liked "10" for it
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculate": 0.0, "10": -0.5, "5": -1.0}
+    table |= {'"10"': -0.5, '"units"': -2.0}
+    question = "Find the area of a triangle with a base of 10 units and height of 5 units."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[TRIANGLE])
+    args = result["ai_message"]["tool_calls"][0]["args"]
+    assert args["unit"] == "units" and args["base"] == 10
+
+
+CHARTS = {
+    "name": "musicCharts.getMostPlayed",
+    "description": "The most played song of a genre in a region.",
+    "parameters": {
+        "type": "object",
+        "properties": {"genre": {"type": "string"}, "region": {"type": "string"}},
+        "required": ["genre", "region"],
+    },
+}
+
+
+def test_a_value_marked_like_a_used_one_asks_for_another_call_wherever_it_stands():
+    """BFCL parallel_45 (development split): after the call for Pop in Australia nothing is
+    stated after "Australia", so no value was "later" and the Rock call was never made.
+    "Rock" is marked like "Pop" (after "played", before "song"): a sibling of a used value,
+    it is evidence for another call and the value that call takes."""
+    assert sibling_values(
+        "What's the most played Pop song and the most played Rock song in Australia?",
+        [{"genre": "Pop", "region": "Australia"}],
+    ) == ["Rock"]
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "music": 0.0}
+    table |= {'"Pop"': -0.5, '"Rock"': -1.0, '"Australia"': -6.0}
+    region = {'"Australia"': -0.5, '"Rock"': -6.0, '"Pop"': -6.0}
+
+    def score(prefix, continuation):
+        if prefix.endswith('"region": '):
+            return scorer(region)(prefix, continuation)
+        return would_stop(table)(prefix, continuation)
+
+    question = "What's the current most played Pop song and the most played Rock song in Australia?"
+    weights = {"continue_lm_weight": 1.0, "continue_later_weight": 3.0, "later_value_bonus": 3.0}
+    result = ask(question, ScriptedBackend(scorer=score), staged_profile(**weights), tools=[CHARTS])
+    assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [
+        {"genre": "Pop", "region": "Australia"},
+        {"genre": "Rock", "region": "Australia"},
+    ]
 
 
 NOTES_TEXT = """Notes

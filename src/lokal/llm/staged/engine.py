@@ -79,13 +79,17 @@ from lokal.llm.staged.candidates import (
     leaf_strings,
     list_bound,
     list_candidates,
+    named_switch,
+    names_parameter,
     number_candidates,
     percent_form,
     refers_back,
+    sibling_values,
     states_any,
     text_numbers,
     text_spans,
     value_kinds,
+    waiting_values,
     wants_a_query,
     wants_expression,
     wants_numbers,
@@ -216,6 +220,8 @@ def _set_pace(backend: Backend, seconds: float) -> None:
         _PACE[backend] = seconds
 
 
+_UNIT_NAME = re.compile(r"(?:^|_)units?$", re.IGNORECASE)
+_LETTER = re.compile(r"[^\W\d_]")
 CUE_BONUS = 1000.0  # added to an enum value the question cues: it ranks first
 
 
@@ -235,9 +241,10 @@ def cued(value: Any, question: str) -> bool:
 
 
 def _mentioned(name: str, spec: Any, question: str) -> bool:
-    """Whether the question mentions an optional parameter: its name (as words) or one of
-    its enum values, in so many words or by a cue (``CUES``)."""
-    if cued(name, question):
+    """Whether the question mentions an optional parameter: its name (as words, or loosely:
+    ``candidates.names_parameter``) or one of its enum values, in so many words or by a cue
+    (``CUES``)."""
+    if cued(name, question) or names_parameter(name, question):
         return True
     if isinstance(spec, dict) and isinstance(spec.get("enum"), list):
         return any(cued(value, question) for value in spec["enum"])
@@ -706,13 +713,16 @@ class StagedEngine:
         tool not called in this reply (``pending``); whether such a part is a bare item of a
         list (``listed``: "…of GOOG, AMZN and META" after the call for GOOG); whether the
         question states values of the kinds the calls took after the last one they used and
-        no call has used yet (``later``: "the factorial of 5, the factorial of 7" after the
-        call for 5), and whether such a value follows the same word as a used one (``cued``:
-        both after "factorial"). ``args``: the arguments of this reply's calls (default: those
-        found)."""
+        no call has used yet, or marked like a used one anywhere (``later``: "the factorial
+        of 5, the factorial of 7" after the call for 5; ``candidates.sibling_values``), and
+        whether such a value follows the same word as a used one (``cued``: both after
+        "factorial"). ``args``: the arguments of this reply's calls (default: those found)."""
         if args is None:
             args = [c["args"] for c in self.found if isinstance(c.get("args"), dict)]
         values = later_values(self.question, args, self.tools)
+        # and those marked like a used one wherever they stand ("Pop song ... Rock song in
+        # Australia" after the call for Pop in Australia)
+        values += [v for v in sibling_values(self.question, args) if v not in values]
         later = 1.0 if values else 0.0
         cued = 1.0 if values and cued_again(self.question, args, values) else 0.0
         more, stop = self._score(prefix, [_NEXT_CALL, _END_CALLS])
@@ -849,6 +859,9 @@ class StagedEngine:
         if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
             # a path, e-mail, date or URL parameter takes only values of that shape
             values = [v for v in values if isinstance(v, str) and shape.search(v)]
+        if _UNIT_NAME.search(self._param_name):
+            # a unit is a word ("units", "cm"), not the number beside it ("10 units")
+            values = [v for v in values if not isinstance(v, str) or _LETTER.search(v)] or values
         tool = self.tools.get((self.pending or {}).get("name", ""))
         if tool is not None and inferred_format(self._param_name, spec) == "path":
             # a table tool takes the table the question names, not the notes beside it
@@ -930,8 +943,11 @@ class StagedEngine:
                 if column is not None and text.casefold() == json.dumps(column).casefold():
                     adjusted[i] += CUE_BONUS
         elif value_kinds(spec) == {"boolean"}:
-            # "with tax" for include_tax: True first, "without tax": False first
+            # "with tax" for include_tax: True first, "without tax": False first; a switch
+            # the question names, True unless negated
             cue = boolean_cue(self._param_name, self.question)
+            if cue is None:  # "with detailed description" for detail: True
+                cue = named_switch(self._param_name, self.question)
             for i, text in enumerate(texts):
                 if cue is not None and text == json.dumps(cue):
                     adjusted[i] += CUE_BONUS
@@ -940,11 +956,25 @@ class StagedEngine:
             # those of the part of the request it is about first (``later_value_bonus``)
             for i, text in enumerate(texts):
                 with contextlib.suppress(json.JSONDecodeError):
-                    value = _as_text(json.loads(text))
+                    item = json.loads(text)
+                    value = _as_text(item)
+                    # the part states it as written: 700000 as "$700,000"
                     if states_any(value, self._later) and (
-                        self._source == self.question or states_any(self._source, [value])
+                        self._source == self.question or states_any(self._source, [item])
                     ):
                         adjusted[i] += self.staged.later_value_bonus
+        if self.staged.waiting_value_penalty and len(texts) > 1:
+            # a request repeated with new values: this call takes the first of them not
+            # taken yet, a later one waits for its own call (candidates.waiting_values)
+            decoded = []
+            for text in texts:
+                try:
+                    decoded.append(json.loads(text))
+                except json.JSONDecodeError:
+                    decoded.append(None)
+            taken = [*used, *(v for c in self.found for v in (c.get("args") or {}).values())]
+            for i in waiting_values(self.question, decoded, taken):
+                adjusted[i] -= self.staged.waiting_value_penalty
         ranked = sorted(zip(texts, adjusted, strict=True), key=lambda pair: -pair[1])
         trace = {
             "chosen": ranked[0][0],
