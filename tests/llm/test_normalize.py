@@ -19,6 +19,7 @@ from lokal.llm.staged.candidates import (
     percent_form,
     percentages,
     refers_back,
+    stated_units,
     unit_numbers,
     word_problem_candidates,
 )
@@ -49,6 +50,7 @@ def test_percentages_as_given_and_as_fractions():
     "text, iso",
     [
         ("on March 10th, 2023", "2023-03-10"),
+        ("starting from 15th October,2023.", "2023-10-15"),  # BFCL simple_python_385 (dev)
         ("10 March 2023", "2023-03-10"),
         ("the 1st of Feb 2024", "2024-02-01"),
         ("2023/03/10", "2023-03-10"),
@@ -108,6 +110,15 @@ def test_a_staged_decision_offers_the_normalised_forms_as_candidates():
         ("expected_annual_return", "", [7, 0.07], [0.07]),
         ("growth", "The growth rate of the population.", [2, 0.02], [0.02]),
         ("rate", "Tax rate in percent.", [7, 0.07], [7]),
+        # a description that shows the percentage and asks for the decimal (BFCL
+        # parallel_170 and parallel_175, development split, took 2.5 and 7)
+        (
+            "rate",
+            "The annual interest rate. Enter as a decimal. E.g, 5% is 0.05",
+            [5, 0.05],
+            [0.05],
+        ),
+        ("expected_annual_return", "The return as a decimal. E.g. 5% = 0.05", [7, 0.07], [0.07]),
         ("lightness", "Lightness of the colour.", [70, 0.7], [70, 0.7]),
     ],
 )
@@ -452,3 +463,21 @@ def test_a_two_step_request_computes_with_the_value_the_file_gave():
     third = generate_ai_message(profile, messages, tools, backend=backend)
     assert third.ai_message["tool_calls"] == [] and third.ai_message["content"] == "60"
     assert third.to_dict()["attempts"][0]["staged"]["follow_up_done"] is True
+
+
+@pytest.mark.parametrize(
+    ("text", "units"),
+    [
+        ("a radius of 5cm, then 10cm", ["cm"]),
+        ("a base of 10 units and height of 5 units", ["units"]),
+        ("a radius of 5m, and I want the output in meters", ["m"]),
+        ("12,000 miles per year at 25 MPG", ["miles"]),
+        # not units: an ordinal, a hyphenated count, "in" after a number, a spaced letter
+        ("from April 3rd to April 5th", []),
+        ("a 7-day trip", []),
+        ("500 in 10 years", []),
+        ("section 5 m of the law", []),
+    ],
+)
+def test_the_units_the_numbers_of_a_question_carry(text, units):
+    assert stated_units(text) == units

@@ -370,6 +370,8 @@ def test_spans_and_numbers_of_a_question():
     assert "17 * 23 + 4" in text_spans("What is 17 * 23 + 4?")
     assert "bob@example.com" in text_spans("Email bob@example.com now.")
     assert text_numbers("Convert 1,250.5 euros, then 3 more") == [1250.5, 3]
+    # a name in the possessive is offered without it (BFCL simple_python_290, dev split)
+    assert "The Weeknd" in text_spans("When is The Weeknd's concert happening?")
 
 
 def test_a_call_that_already_succeeded_in_this_turn_becomes_an_answer():
@@ -615,6 +617,61 @@ def test_a_call_whose_numbers_nobody_gave_is_an_answer():
     result = ask("Convert red 10, green twenty and blue 30 to Pantone", backend, tools=[PANTONE])
     assert result["ai_message"]["tool_calls"][0]["name"] == "rgb_to_pantone"
     assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+
+
+HOTEL = {
+    "name": "hotel_booking",
+    "description": "Book a hotel room.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string"},
+            "start_date": {"type": "string", "description": "The start date (YYYY-MM-DD)."},
+        },
+        "required": ["location", "start_date"],
+    },
+}
+
+
+def test_a_date_written_in_words_fills_a_date_parameter():
+    # BFCL simple_python_380 (development split): "starting from March 10th, 2023" has no
+    # value of a date's shape as written, so the tool counted as unfillable and the
+    # question was answered; its ISO form "2023-03-10" is a value
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "hotel": 0.0, '"2023-03-10"': -1.0}
+    question = "Book a room near Manhattan for 3 nights starting from March 10th, 2023."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[HOTEL])
+    assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+    assert result["ai_message"]["tool_calls"][0]["args"]["start_date"] == "2023-03-10"
+
+
+WEATHER_ON = {
+    "name": "Weather_1_GetWeather",
+    "description": "The weather of a city on a date.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "date": {"type": "string", "description": "The date, YYYY-MM-DD; default today."},
+        },
+        "required": ["city"],
+    },
+}
+
+
+def test_an_optional_date_the_question_states_is_given():
+    # BFCL live_simple_200 (development split): "on March 1st 2023" left the optional date
+    # out; a date parameter counts as mentioned when the question states a date
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "Weather": 0.0, '"Fremont"': -0.5}
+    table |= {'"2023-03-01"': -1.0}
+    question = "I want to check the weather condition in Fremont on March 1st 2023."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[WEATHER_ON])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {
+        "city": "Fremont",
+        "date": "2023-03-01",
+    }
+    result = ask("What's the weather in Fremont?", ScriptedBackend(scorer=scorer(table)),
+                 tools=[WEATHER_ON])  # fmt: skip
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"city": "Fremont"}
 
 
 def test_numbers_a_parameter_wants():
@@ -1000,6 +1057,9 @@ def test_the_first_call_takes_the_first_of_the_values_a_repeated_request_states(
         result = ask(question, ScriptedBackend(scorer=score), profile, tools=[LOAN])
         calls[penalty] = [c["args"] for c in result["ai_message"]["tool_calls"]]
     assert calls[0.0][0]["annual_income"] == 120000
+    # the trace says which value waited: the second income in the first call
+    first = result["attempts"][-1]["staged"]["args"][0]["annual_income"]
+    assert first["waiting"] == ["120000"] and first["chosen"] == "100000"
     assert calls[3.0] == [
         {"financial_institution": "HSBC", "loan_amount": 500000, "annual_income": 100000},
         {"financial_institution": "Wells Fargo", "loan_amount": 700000, "annual_income": 120000},
@@ -1052,13 +1112,22 @@ TRIANGLE = {
 
 def test_a_unit_the_question_names_is_a_word_not_the_number_beside_it():
     # BFCL simple_python_0 (development split): "a base of 10 units" names the optional
-    # ``unit``; the model liked "10" for it
+    # ``unit``; the model liked "10" for it, then "height"
     table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculate": 0.0, "10": -0.5, "5": -1.0}
-    table |= {'"10"': -0.5, '"units"': -2.0}
+    table |= {'"10"': -0.5, '"height"': -0.5, '"units"': -2.0}
     question = "Find the area of a triangle with a base of 10 units and height of 5 units."
     result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[TRIANGLE])
     args = result["ai_message"]["tool_calls"][0]["args"]
     assert args["unit"] == "units" and args["base"] == 10
+    # a unit the numbers carry is a value of its own (BFCL parallel_65, dev: "5cm")
+    question = "Find the area of a triangle with a base of 10cm and height of 5cm."
+    table |= {'"cm"': -1.0}  # scored like any span: it is offered
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[TRIANGLE])
+    assert result["ai_message"]["tool_calls"][0]["args"]["unit"] == "cm"
+    # no unit stated, none given
+    question = "Find the area of a triangle with a base of 10 and height of 5."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[TRIANGLE])
+    assert "unit" not in result["ai_message"]["tool_calls"][0]["args"]
 
 
 CHARTS = {

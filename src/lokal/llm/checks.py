@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lokal.llm.select import CJK
 from lokal.llm.signals import asks_for_each, asks_for_several, asks_which_file, names_a_file
-from lokal.llm.staged.candidates import CJK, refers_back
+from lokal.llm.staged.candidates import refers_back
 
 __all__ = [
     "LABELS",

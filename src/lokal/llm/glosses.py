@@ -24,8 +24,11 @@ from functools import lru_cache
 
 __all__ = ["cjk_share", "english_glosses", "gloss_words", "stemmed"]
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+# Han characters only (with the compatibility ideographs): the dictionary is Chinese; kana
+# and Hangul, in lokal.llm.select.CJK, have no glosses
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK = re.compile(f"[{_HAN}]")
+_CJK_RUN = re.compile(f"[{_HAN}]+")
 _LONGEST = 8
 _SENSES = 3  # senses kept per word: the first is the common one, the next often synonyms
 # senses that are no meaning of the word itself

@@ -90,8 +90,9 @@ def _names() -> tuple[dict[str, str], dict[str, str]]:
 
 def city_state_forms(value: str, spec: dict[str, Any]) -> list[str]:
     """``value`` written as the parameter asks, when it names a known city: "Chicago, IL"
-    (or "Chicago, Illinois") in the US, "Paris, France" elsewhere; the code first when the
-    description's example uses one. Empty for a value that already has a comma or is not a
+    (or "Chicago, Illinois") in the US, "Paris, France" elsewhere; only the code when the
+    description's example uses one ("e.g. New York, NY": "New York, New York" is no
+    longer offered). Empty for a value that already has a comma or is not a
     city."""
     if "," in value or not value[:1].isupper():
         return []
@@ -102,10 +103,9 @@ def city_state_forms(value: str, spec: dict[str, Any]) -> list[str]:
     name = value.strip()  # as the question writes it: "New York", not "New York City"
     states, countries = _names()
     if country == "US" and admin in states:
-        forms = [f"{name}, {admin}", f"{name}, {states[admin]}"]
-        if not _CODE_EXAMPLE.search(str(spec.get("description") or "")):
-            forms.reverse()
-        return forms
+        if _CODE_EXAMPLE.search(str(spec.get("description") or "")):
+            return [f"{name}, {admin}"]  # the example's form only: "New York, NY"
+        return [f"{name}, {states[admin]}", f"{name}, {admin}"]
     if country in countries:
         return [f"{name}, {countries[country]}"]
     return []

@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 _SPLIT_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"  # kana, Han, Hangul: a class's ranges
+_CJK_RUN = re.compile(f"[{CJK}]+")
 
 # Generic requests no tool is made for. A tool's similarity to a question is reduced by its
 # mean similarity to these, because some tool descriptions ("run code", "save a note") are

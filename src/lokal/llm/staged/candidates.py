@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
-from lokal.llm.select import name_words
+from lokal.llm.select import CJK, name_words
 
 __all__ = [
     "EXPRESSION",
@@ -88,7 +88,6 @@ _EDGE_WORDS = frozenset(
 )
 
 
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"  # the ranges of CJK and kana
 _CJK_PUNCT = re.compile(r"[，。？！、：；（）《》【】]")
 _SCRIPT_BOUNDARY = re.compile(rf"(?<=[{CJK}])(?=[^\s{CJK}])|(?<=[^\s{CJK}])(?=[{CJK}])")
 
@@ -130,6 +129,8 @@ def text_spans(text: str, *, max_words: int = _MAX_SPAN_WORDS) -> list[str]:
             span = " ".join(w for w in words[i:j] if w)
             if span:
                 out.setdefault(span, None)
+                if j - i > 1 and span.lower().endswith(("'s", "’s")):
+                    out.setdefault(span[:-2], None)  # "The Weeknd's" -> "The Weeknd"
     for match in _FORMULA.finditer(text):
         out.setdefault(match.group(0).strip(), None)
     return list(out)
@@ -594,17 +595,25 @@ def percentages(text: str) -> list[float]:
 # a parameter that is a rate takes a percentage as a fraction: "interest_rate" 5% → 0.05
 _RATE = re.compile(r"rate|return|interest|yield|growth|discount|inflation", re.IGNORECASE)
 _IN_PERCENT = re.compile(r"\bpercent(?:age)?s?\b|%", re.IGNORECASE)
+# a description that asks for the fraction: "as a decimal", "in decimal form", "5% = 0.05"
+_AS_FRACTION = re.compile(
+    r"\b(?:as|in)\s+(?:a\s+)?(?:decimal|fraction)|\bdecimal\s+form|\d\s*%\s*(?:is|=|->|→)\s*0?\.\d",
+    re.IGNORECASE,
+)
 
 
 def percent_form(name: str, spec: dict[str, Any], values: list[Any], text: str) -> list[Any]:
     """``values`` for a number parameter, with the form of the question's percentages that
     the parameter takes: a rate (``interest_rate``, ``discount_rate``,
     ``expected_annual_return``) the fraction, 0.05 for "5%", unless its description asks for
-    a percentage, which then takes 5. On BFCL's development split, 11 of 11 rate parameters
+    a percentage, which then takes 5 (one that asks for a decimal, "5% is 0.05", takes the
+    fraction). On BFCL's development split, 11 of 11 rate parameters
     given as a percentage expected the fraction; the ``lightness`` of a colour, 70 for
     "70%". Other parameters keep both forms for the model's likelihood to choose from."""
     description = str(spec.get("description") or "")
-    if _IN_PERCENT.search(description):
+    if _AS_FRACTION.search(description):
+        keep = "fraction"  # "Enter as a decimal. E.g, 5% is 0.05" names a percentage too
+    elif _IN_PERCENT.search(description):
         keep = "given"
     elif _RATE.search(name) or _RATE.search(description.split(".")[0]):
         keep = "fraction"
@@ -670,13 +679,13 @@ def _iso(year: int, month: int, day: int) -> str | None:
 
 
 def iso_dates(text: str) -> list[str]:
-    """Dates in ISO form ("March 10th, 2023", "10 March 2023", "2023/03/10", "03/10/2023"
-    read as month/day) → "2023-03-10"."""
+    """Dates in ISO form ("March 10th, 2023", "10 March 2023", "15th October,2023",
+    "2023/03/10", "03/10/2023" read as month/day) → "2023-03-10"."""
     month = "|".join(sorted(_MONTHS, key=len, reverse=True))
     patterns = (
-        (rf"\b({month})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", ("m", "d", "y")),
+        (rf"\b({month})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,\s*|\s+)(\d{{4}})\b", ("m", "d", "y")),
         (
-            rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({month})\.?,?\s+(\d{{4}})\b",
+            rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({month})\.?(?:,\s*|\s+)(\d{{4}})\b",
             ("d", "m", "y"),
         ),
         (r"\b(\d{4})[/.-](\d{1,2})[/.-](\d{1,2})\b", ("y", "m", "d")),
@@ -807,6 +816,33 @@ def boolean_cue(name: str, text: str) -> bool | None:
     if re.search(rf"\b{_WITH}{thing}", folded):
         return True
     return None
+
+
+# units of measure a number may carry ("5cm", "10 units", "20 miles"); the one-letter ones
+# only attached ("5m": "5 m" and "10 in the box" are too often something else)
+_SHORT_UNITS = r"m|g|l"
+_UNITS_OF_MEASURE = (
+    r"mm|cm|km|ft|yd|mi|miles?|meters?|metres?|kilometers?|centimeters?|millimeters?|"
+    r"inch(?:es)?|feet|foot|yards?|kg|mg|lbs?|pounds?|ounces?|oz|grams?|kilograms?|units?|"
+    r"liters?|litres?|ml|seconds?|minutes?|hours?|days?|celsius|fahrenheit|kelvin|°[CF]?"
+)
+_MEASURE = re.compile(
+    rf"(?<![\w.])\d+(?:\.\d+)?(?:({_SHORT_UNITS})|\s*({_UNITS_OF_MEASURE}))(?![\w°])",
+    re.IGNORECASE,
+)
+_UNIT_WORD = re.compile(rf"(?:{_SHORT_UNITS}|{_UNITS_OF_MEASURE})", re.IGNORECASE)
+UNIT_NAME = re.compile(r"(?:^|_)units?$", re.IGNORECASE)
+
+
+def is_unit(text: str) -> bool:
+    """Whether ``text`` is a unit of measure on its own ("meters", "cm", "units")."""
+    return bool(_UNIT_WORD.fullmatch(text.strip()))
+
+
+def stated_units(text: str) -> list[str]:
+    """The units of measure the numbers of ``text`` carry, as written: "a radius of 5cm" →
+    ["cm"], "a base of 10 units" → ["units"]. The values a ``unit`` parameter may take."""
+    return _once([m.group(1) or m.group(2) for m in _MEASURE.finditer(text)])
 
 
 # verbs a parameter's name may open with that say nothing of what it is about

@@ -65,6 +65,7 @@ from lokal.llm.staged.candidates import (
     FORMAT_WORDS,
     FORMATS,
     QUOTED,
+    UNIT_NAME,
     boolean_cue,
     clauses,
     column_cue,
@@ -74,6 +75,7 @@ from lokal.llm.staged.candidates import (
     inferred_format,
     is_a_topic,
     is_expression,
+    is_unit,
     iso_dates,
     later_values,
     leaf_strings,
@@ -85,6 +87,7 @@ from lokal.llm.staged.candidates import (
     percent_form,
     refers_back,
     sibling_values,
+    stated_units,
     states_any,
     text_numbers,
     text_spans,
@@ -220,8 +223,6 @@ def _set_pace(backend: Backend, seconds: float) -> None:
         _PACE[backend] = seconds
 
 
-_UNIT_NAME = re.compile(r"(?:^|_)units?$", re.IGNORECASE)
-_LETTER = re.compile(r"[^\W\d_]")
 CUE_BONUS = 1000.0  # added to an enum value the question cues: it ranks first
 
 
@@ -243,9 +244,13 @@ def cued(value: Any, question: str) -> bool:
 def _mentioned(name: str, spec: Any, question: str) -> bool:
     """Whether the question mentions an optional parameter: its name (as words, or loosely:
     ``candidates.names_parameter``) or one of its enum values, in so many words or by a cue
-    (``CUES``)."""
+    (``CUES``); a date parameter, by stating a date; a unit, by numbers that carry one."""
     if cued(name, question) or names_parameter(name, question):
         return True
+    if isinstance(spec, dict) and inferred_format(name, spec) == "date" and iso_dates(question):
+        return True  # a date the question states: "the weather in Fremont on March 1st 2023"
+    if UNIT_NAME.search(name) and stated_units(question):
+        return True  # a unit the numbers carry: "a radius of 5cm"
     if isinstance(spec, dict) and isinstance(spec.get("enum"), list):
         return any(cued(value, question) for value in spec["enum"])
     return False
@@ -694,7 +699,9 @@ class StagedEngine:
             shape = FORMATS.get(shape_name or "")
             if shape is None or value_kinds(spec) - {"string", "null"}:
                 continue
-            spans = (v for source in sources for v in text_spans(source))
+            spans = [v for source in sources for v in text_spans(source)]
+            if shape_name == "date":  # "March 10th, 2023" is a date, as "2023-03-10"
+                spans += [d for source in sources for d in iso_dates(source)]
             if not any(
                 isinstance(v, str)
                 and shape.search(v)
@@ -859,9 +866,11 @@ class StagedEngine:
         if shape is not None and any(isinstance(v, str) and shape.search(v) for v in values):
             # a path, e-mail, date or URL parameter takes only values of that shape
             values = [v for v in values if isinstance(v, str) and shape.search(v)]
-        if _UNIT_NAME.search(self._param_name):
-            # a unit is a word ("units", "cm"), not the number beside it ("10 units")
-            values = [v for v in values if not isinstance(v, str) or _LETTER.search(v)] or values
+        if UNIT_NAME.search(self._param_name) and kinds <= {"string", "null"}:
+            # a unit is a unit ("units", "cm", "meters"), not the number or the word beside
+            # it ("10", "height"); the units the numbers carry are offered ("5cm": "cm")
+            values += [u for u in stated_units(self.question) if u not in values]
+            values = [v for v in values if isinstance(v, str) and is_unit(v)] or values
         tool = self.tools.get((self.pending or {}).get("name", ""))
         if tool is not None and inferred_format(self._param_name, spec) == "path":
             # a table tool takes the table the question names, not the notes beside it
@@ -963,17 +972,14 @@ class StagedEngine:
                         self._source == self.question or states_any(self._source, [item])
                     ):
                         adjusted[i] += self.staged.later_value_bonus
+        waiting: list[int] = []
         if self.staged.waiting_value_penalty and len(texts) > 1:
             # a request repeated with new values: this call takes the first of them not
             # taken yet, a later one waits for its own call (candidates.waiting_values)
-            decoded = []
-            for text in texts:
-                try:
-                    decoded.append(json.loads(text))
-                except json.JSONDecodeError:
-                    decoded.append(None)
+            decoded = [_decoded(text) for text in texts]
             taken = [*used, *(v for c in self.found for v in (c.get("args") or {}).values())]
-            for i in waiting_values(self.question, decoded, taken):
+            waiting = sorted(waiting_values(self.question, decoded, taken))
+            for i in waiting:
                 adjusted[i] -= self.staged.waiting_value_penalty
         ranked = sorted(zip(texts, adjusted, strict=True), key=lambda pair: -pair[1])
         trace = {
@@ -982,6 +988,8 @@ class StagedEngine:
             "candidates": len(texts),
             "top": [[t, round(v, 3)] for t, v in ranked[:3]],
         }
+        if waiting:
+            trace["waiting"] = [texts[i] for i in waiting]
         return ranked, trace
 
     def fill_args(
@@ -1222,6 +1230,14 @@ class StagedEngine:
             finish_reason=finish,
             details=details,
         )
+
+
+def _decoded(text: str) -> Any:
+    """A candidate's JSON text as its value; None when it is no JSON (a generated value)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
 
 
 def _as_text(value: Any) -> str:
