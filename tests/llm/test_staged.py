@@ -1080,6 +1080,9 @@ def test_the_first_call_takes_the_first_of_the_values_a_repeated_request_states(
         ("extra_info", "Additional information like director and cast", False, None),
         ("p", "a 0.3 probability of winning", False, None),
         ("include", "including images", False, None),
+        # a shorter word that only begins the name (development pair p14a: "What time is it
+        # right now?" gave get_current_datetime the timezone "now")
+        ("timezone", "What time is it right now?", False, None),
     ],
 )  # fmt: skip
 def test_a_parameter_the_question_names_in_its_own_words(name, question, named, switch):
