@@ -344,13 +344,14 @@ def fit_values(rows):
     }
 
 
-CONTINUE = ("lm", "pending", "listed", "later", "cued")
+CONTINUE = ("lm", "pending", "listed", "later", "cued", "again")
 CONTINUE_WEIGHTS = (
     "continue_lm_weight",
     "continue_clause_weight",
     "continue_list_weight",
     "continue_later_weight",
     "continue_cue_weight",
+    "continue_again_weight",
 )
 
 
@@ -399,12 +400,13 @@ def cross_validated_continue(rows, folds: int = 5, features=CONTINUE) -> float:
     return right / max(1, len(cases))
 
 
-def continue_with_and_without(rows, folds: int = 5) -> dict:
+def continue_with_and_without(rows, folds: int = 5, left_out=("again",)) -> dict:
     """In-sample and out-of-fold accuracy of the another-call decision with every feature
-    and without ``later`` and ``cued`` (the values stated later): they are kept only when
-    they raise out-of-fold accuracy."""
-    without = tuple(f for f in CONTINUE if f not in ("later", "cued"))
-    labels = ("with_later", "without_later")
+    and without ``left_out`` (the newest: ``again``, a word that asks again; before it
+    ``later`` and ``cued``, the values stated later): they are kept only when they raise
+    out-of-fold accuracy."""
+    without = tuple(f for f in CONTINUE if f not in left_out)
+    labels = (f"with_{left_out[0]}", f"without_{left_out[0]}")
     return _with_and_without(
         rows, CONTINUE, without, fit_continue, cross_validated_continue, labels, folds
     )
@@ -415,7 +417,7 @@ def refit_rows(path: Path, categories: list[str]) -> list[dict]:
     again from each row's stored arguments (the model's evidence is kept as it was), as the
     engine computes them (``later_values`` and ``sibling_values``)."""
     from lokal.bench.bfcl_data import load_split
-    from lokal.llm.staged.candidates import cued_again, later_values, sibling_values
+    from lokal.llm.staged.candidates import asks_again, cued_again, later_values, sibling_values
 
     entries = {e["id"]: e for category in categories for e in load_split(category, "dev")}
     questions = {k: last_user_text(e["question"][0]) for k, e in entries.items()}
@@ -429,6 +431,7 @@ def refit_rows(path: Path, categories: list[str]) -> list[dict]:
         values += [v for v in sibling_values(question, made) if v not in values]
         row["continue"]["later"] = 1.0 if values else 0.0
         row["continue"]["cued"] = 1.0 if values and cued_again(question, made, values) else 0.0
+        row["continue"]["again"] = 1.0 if values and asks_again(question) else 0.0
         rows.append(row)
     return rows
 
@@ -460,6 +463,44 @@ def collect_bfcl_continue(profile, categories: list[str], limit: int | None = No
             rows.append(row)
             print(f"  {entry['id']:28s} calls={len(truth)} {row['continue']}", flush=True)
     return rows
+
+
+ADDED_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
+
+
+def _added_accuracy(rows, staged: StagedSettings, feature: str, weight: float) -> float:
+    base = {f: getattr(staged, w) for f, w in zip(CONTINUE, CONTINUE_WEIGHTS, strict=True)}
+    base[feature] = weight
+    right = 0
+    for row in rows:
+        margin = sum(base[f] * float(row["continue"].get(f, 0.0)) for f in CONTINUE)
+        right += int((margin + staged.continue_bias > 0) == (row["calls"] > 1))
+    return right / max(1, len(rows))
+
+
+def added_weight(rows, staged: StagedSettings, feature: str = "again", folds: int = 5) -> dict:
+    """One new feature's weight on top of the configured another-call weights (the others
+    kept as they are): in-sample accuracy for each weight of ``ADDED_GRID``, and the
+    out-of-fold accuracy of choosing it (the smallest best weight of the training folds,
+    scored on the held-out fold)."""
+    cases = [r for r in rows if "continue" in r]
+    in_sample = {w: _added_accuracy(cases, staged, feature, w) for w in ADDED_GRID}
+    right, chosen = 0.0, []
+    for fold in range(folds):
+        train = [r for i, r in enumerate(cases) if i % folds != fold]
+        test = [r for i, r in enumerate(cases) if i % folds == fold]
+        best = max(ADDED_GRID, key=lambda w: (_added_accuracy(train, staged, feature, w), -w))
+        chosen.append(best)
+        right += _added_accuracy(test, staged, feature, best) * len(test)
+    best = max(ADDED_GRID, key=lambda w: (in_sample[w], -w))
+    return {
+        "feature": feature,
+        "without": in_sample[0.0],
+        "in_sample": in_sample,
+        "out_of_fold": right / max(1, len(cases)),
+        "chosen_per_fold": chosen,
+        "weight": best,
+    }
 
 
 def _report_compared(rows, compared: dict, out: Path, stage: str, labels) -> None:
@@ -526,7 +567,18 @@ def main(argv: list[str] | None = None) -> int:
             rows = collect_bfcl_continue(profile, categories, args.limit)
         compared = continue_with_and_without(rows)
         _report_compared(
-            rows, compared, Path(args.out), "continue", ("with_later", "without_later")
+            rows, compared, Path(args.out), "continue", ("with_again", "without_again")
+        )
+        # what configs/model.yaml keeps: ``again`` added to the weights fitted before it
+        added = added_weight(rows, profile.tool_calling.staged)
+        (Path(args.out) / "continue_added.json").write_text(
+            json.dumps(added, indent=2) + "\n", "utf-8"
+        )
+        grid = ", ".join(f"{w:g}: {100 * a:.1f} %" for w, a in added["in_sample"].items())
+        print(f"configured weights + again, in-sample by weight: {grid}")
+        print(
+            f"configured weights + again: out-of-fold {100 * added['out_of_fold']:.1f} % "
+            f"(without: {100 * added['without']:.1f} %), weight {added['weight']:g}"
         )
         return 0
     cases = load_cases(args.cases)[: args.limit]

@@ -99,8 +99,9 @@ class StagedSettings(_Strict):
     request no call has used yet and a tool not called yet) + continue_list_weight * (such a
     part is a bare list item) + continue_later_weight * (the question states values of the
     kinds the calls took after the last one they used, and no call used them) +
-    continue_cue_weight * (such a value follows the same word as a used one) + continue_bias
-    > 0``.
+    continue_cue_weight * (such a value follows the same word as a used one) +
+    continue_again_weight * (there are such values and the question has a word that asks
+    again: "another", "also", "respectively") + continue_bias > 0``.
     """
 
     lm_weight: float = 1.0
@@ -122,6 +123,7 @@ class StagedSettings(_Strict):
     continue_list_weight: float = 0.0
     continue_later_weight: float = 0.0
     continue_cue_weight: float = 0.0
+    continue_again_weight: float = 0.0
     continue_bias: float = 0.0
     later_value_bonus: float = Field(
         0.0,

@@ -12,6 +12,7 @@ from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.decide import generate_ai_message
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
 from lokal.llm.staged.candidates import (
+    asks_again,
     clauses,
     column_cue,
     cued_again,
@@ -801,6 +802,39 @@ def test_values_stated_later_make_another_call_of_the_same_tool():
     assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [{"number": 5}]
 
 
+LAWSUITS = {
+    "name": "lawsuit.lookup",
+    "description": "Look up the lawsuits filed against a company in a year.",
+    "parameters": {
+        "type": "object",
+        "properties": {"company_name": {"type": "string"}, "year": {"type": "integer"}},
+        "required": ["company_name", "year"],
+    },
+}
+
+
+def test_a_word_that_asks_again_with_values_left_makes_another_call():
+    """BFCL parallel_25 (development split): "filed in 2019, Also list cases filed in the
+    year 2018" stopped after one call (``later`` alone was too weak); ``again`` counts only
+    with values left for another call."""
+    assert asks_again("Also list the cases filed in 2018") and asks_again("另一个")
+    assert not asks_again("List the cases filed in 2019") and not asks_again("Salsa")
+    score = would_stop({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "lawsuit": 0.0})
+    weights = {"continue_lm_weight": 1.0, "continue_later_weight": 1.0, "later_value_bonus": 3.0}
+    question = "List cases against 'Dara Inc' filed in 2019. Also list cases filed in 2018."
+    again = staged_profile(**weights, continue_again_weight=2.0)
+    result = ask(question, ScriptedBackend(scorer=score), again, tools=[LAWSUITS])
+    assert [c["args"]["year"] for c in result["ai_message"]["tool_calls"]] == [2019, 2018]
+    steps = result["attempts"][-1]["staged"]["calls"]
+    assert [(s["continue"]["later"], s["continue"]["again"]) for s in steps] == [
+        (1.0, 1.0),
+        (0.0, 0.0),  # "Also" is still there, but no value is left for a third call
+    ]
+    result = ask(question, ScriptedBackend(scorer=score), staged_profile(**weights),
+                 tools=[LAWSUITS])  # fmt: skip
+    assert [c["args"]["year"] for c in result["ai_message"]["tool_calls"]] == [2019]
+
+
 def test_an_answer_that_repeats_a_tools_error_is_not_an_answer():
     # pair p19b: "In a sentence, what does calling a tool mean for an agent?" called
     # calculator-like code_execution({}) and answered with its error, labelled quoted
@@ -1338,3 +1372,133 @@ def test_a_copied_line_with_words_of_its_own_around_it_is_retried_too():
     assert result["attempts"][0]["error"]["type"] == "bad_reply"
     assert result["parse"]["answer_source"] == "extracted"
     assert "arithmetic" in result["ai_message"]["content"]
+
+
+VEHICLE_EMISSION = {
+    "name": "calculate_vehicle_emission",
+    "description": "Calculate the yearly carbon emissions of a vehicle.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "vehicle_type": {
+                "type": "string",
+                "description": "The type of vehicle. 'gas' refers to a gasoline vehicle, "
+                "'diesel' refers to a diesel vehicle, and 'EV' to an electric vehicle.",
+            },
+            "miles_driven": {"type": "integer"},
+            "fuel": {"type": "string", "description": "Optional fuel, e.g. petrol or ethanol."},
+        },
+        "required": ["vehicle_type", "miles_driven"],
+    },
+}
+
+
+def test_an_option_the_description_lists_is_the_value_the_question_states():
+    # BFCL simple_python_70 (development split): "a gas-powered vehicle" gave vehicle_type
+    # "gas-powered", a span of the question; the description's option 'gas' is offered and
+    # taken, whatever the model's likelihood, as a cued enum value is
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculate": 0.0}
+    table |= {'"gas-powered"': -0.1, '"gas"': -5.0, "1500": -0.1}
+    question = "What is the carbon footprint of a gas-powered vehicle driving 1500 miles a year?"
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[VEHICLE_EMISSION])
+    call = result["ai_message"]["tool_calls"][0]
+    assert call["args"] == {"vehicle_type": "gas", "miles_driven": 1500}
+    # an optional parameter whose listed option the question states is given
+    table |= {'"ethanol"': -1.0}
+    question = "The footprint of a gas-powered vehicle on ethanol driving 1500 miles?"
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[VEHICLE_EMISSION])
+    assert result["ai_message"]["tool_calls"][0]["args"]["fuel"] == "ethanol"
+
+
+EMPLOYEE = {
+    "name": "employee.fetch_data",
+    "description": "Fetch the data of an employee.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "employee_id": {"type": "integer"},
+            "data_field": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "enum": ["Personal Info", "Job History", "Payroll", "Attendance"],
+                },
+                "description": "Fields to fetch (optional).",
+            },
+        },
+        "required": ["employee_id"],
+    },
+}
+
+
+def test_the_items_of_an_enum_list_the_question_names_are_a_candidate_and_keep_the_parameter():
+    # BFCL simple_python_90 (development split): "Personal Info and Job History" left the
+    # optional list out; the enum items the question names, in its order, are one candidate
+    from lokal.llm.staged import args_schema
+    from lokal.llm.staged.engine import cued_items
+
+    question = "Retrieve Job History and Personal Info data of the employee whose ID is 345."
+    assert cued_items(EMPLOYEE["parameters"]["properties"]["data_field"], question) == [
+        "Job History",
+        "Personal Info",
+    ]
+    from lokal.tools.schema import ToolSpec
+
+    tool = ToolSpec.from_dict(EMPLOYEE)
+    settings = staged_profile().tool_calling
+    assert "data_field" in args_schema(tool, question, settings)["properties"]
+    assert "data_field" not in args_schema(tool, "Fetch employee 345.", settings)["properties"]
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "employee": 0.0, "345": -0.1}
+    table |= {'["Job History", "Personal Info"]': -2.0}
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[EMPLOYEE])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {
+        "employee_id": 345,
+        "data_field": ["Job History", "Personal Info"],
+    }
+
+
+def test_a_city_state_example_is_a_form_not_an_option():
+    from lokal.llm.staged.engine import listed_options
+
+    spec = {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}
+    assert listed_options(spec, "Book a hotel in Los Angeles") == []
+    assert listed_options({"type": "integer", "description": "One of 'gas'."}, "gas") == []
+
+
+LOAN_EXAMPLE = {
+    "name": "loan_eligibility_check",
+    "description": "Check the eligibility for a loan.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "financial_institution": {
+                "type": "string",
+                "description": "The name of the financial institution e.g. HSBC",
+            },
+            "loan_amount": {"type": "integer"},
+        },
+        "required": ["financial_institution", "loan_amount"],
+    },
+}
+
+
+def test_an_option_an_earlier_call_took_is_no_cue_for_the_next_call():
+    # BFCL parallel_20 (development split): "e.g. HSBC" made HSBC the bank of both calls;
+    # the second call's bank is the one stated later, as without the description's example
+    score = would_stop({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "loan": 0.0})
+    table = {'"HSBC"': -0.1, '"Wells Fargo"': -2.0, "500000": -0.1, "700000": -2.0}
+
+    def scored(prefix, continuation):
+        for key, value in table.items():
+            if continuation.startswith(key):
+                return value
+        return score(prefix, continuation)
+
+    weights = {"continue_lm_weight": 1.0, "continue_later_weight": 3.0, "later_value_bonus": 3.0}
+    question = "Check a loan of $500,000 from HSBC, and from Wells Fargo a loan of $700,000."
+    result = ask(question, ScriptedBackend(scorer=scored), staged_profile(**weights),
+                 tools=[LOAN_EXAMPLE])  # fmt: skip
+    assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [
+        {"financial_institution": "HSBC", "loan_amount": 500000},
+        {"financial_institution": "Wells Fargo", "loan_amount": 700000},
+    ]

@@ -66,6 +66,7 @@ from lokal.llm.staged.candidates import (
     FORMATS,
     QUOTED,
     UNIT_NAME,
+    asks_again,
     boolean_cue,
     clauses,
     column_cue,
@@ -87,6 +88,7 @@ from lokal.llm.staged.candidates import (
     percent_form,
     refers_back,
     sibling_values,
+    stated_options,
     stated_units,
     states_any,
     text_numbers,
@@ -241,6 +243,37 @@ def cued(value: Any, question: str) -> bool:
     return bool(cue and cue.search(folded))
 
 
+def listed_options(
+    spec: Any, question: str, *, exact_case: bool = False, least: int = 1
+) -> list[str]:
+    """The options a string parameter's description lists that the question states
+    (``candidates.stated_options``: "'gas' refers to ..." in "a gas-powered vehicle"); none
+    for a 'City, State' parameter, whose example ("e.g. Los Angeles, CA") is a form, not an
+    option (lokal.llm.places shapes those values)."""
+    if not isinstance(spec, dict) or asks_city_state(spec):
+        return []
+    if not value_kinds(spec) or not value_kinds(spec) <= {"string", "null"}:
+        return []
+    description = str(spec.get("description") or "")
+    return stated_options(description, question, exact_case=exact_case, least=least)
+
+
+def cued_items(spec: Any, question: str) -> list[Any]:
+    """The enum values of an array's items the question asks for, in the question's order
+    ("Personal Info and Job History" for ``data_field``)."""
+    items = spec.get("items") if isinstance(spec, dict) else None
+    if not isinstance(items, dict) or not isinstance(items.get("enum"), list):
+        return []
+    folded = _folded(question)
+    found = []
+    for value in items["enum"]:
+        words = _folded(name_words(str(value)))
+        match = re.search(rf"\b{re.escape(words)}\b", folded) if words else None
+        if match is not None or (words and cued(value, question)):
+            found.append((match.start() if match else len(folded), value))
+    return [value for _, value in sorted(found, key=lambda pair: pair[0])]
+
+
 def _mentioned(name: str, spec: Any, question: str) -> bool:
     """Whether the question mentions an optional parameter: its name (as words, or loosely:
     ``candidates.names_parameter``) or one of its enum values, in so many words or by a cue
@@ -253,7 +286,12 @@ def _mentioned(name: str, spec: Any, question: str) -> bool:
         return True  # a unit the numbers carry: "a radius of 5cm"
     if isinstance(spec, dict) and isinstance(spec.get("enum"), list):
         return any(cued(value, question) for value in spec["enum"])
-    return False
+    # an option its description lists, or an item its array takes, stated by the question:
+    # "a single room" for room_type ("Options: 'single', ..."), "vegan" for a list of diets;
+    # an option as the description writes it ("my bot" names no filter 'Bot'), of a list
+    # (a single example shows a form: it does not ask for the parameter)
+    options = listed_options(spec, question, exact_case=True, least=2)
+    return bool(options or cued_items(spec, question))
 
 
 def _mentioned_with(properties: dict[str, Any], kept: set[str], question: str) -> set[str]:
@@ -723,7 +761,9 @@ class StagedEngine:
         no call has used yet, or marked like a used one anywhere (``later``: "the factorial
         of 5, the factorial of 7" after the call for 5; ``candidates.sibling_values``), and
         whether such a value follows the same word as a used one (``cued``: both after
-        "factorial"). ``args``: the arguments of this reply's calls (default: those found)."""
+        "factorial"); whether, with such values, the question has a word that asks again
+        (``again``: "another flight", "also list", "respectively"; ``asks_again``).
+        ``args``: the arguments of this reply's calls (default: those found)."""
         if args is None:
             args = [c["args"] for c in self.found if isinstance(c.get("args"), dict)]
         values = later_values(self.question, args, self.tools)
@@ -732,6 +772,7 @@ class StagedEngine:
         values += [v for v in sibling_values(self.question, args) if v not in values]
         later = 1.0 if values else 0.0
         cued = 1.0 if values and cued_again(self.question, args, values) else 0.0
+        again = 1.0 if values and asks_again(self.question) else 0.0
         more, stop = self._score(prefix, [_NEXT_CALL, _END_CALLS])
         remaining = [i for i in range(len(self.clauses)) if i not in self.covered]
         pending = 0.0
@@ -750,6 +791,7 @@ class StagedEngine:
             + s.continue_list_weight * listed
             + s.continue_later_weight * later
             + s.continue_cue_weight * cued
+            + s.continue_again_weight * again
             + s.continue_bias
         )
         return {
@@ -758,6 +800,7 @@ class StagedEngine:
             "listed": listed,
             "later": later,
             "cued": cued,
+            "again": again,
             "later_values": values,
             "margin": margin,
             "remaining": remaining,
@@ -840,6 +883,8 @@ class StagedEngine:
             if inferred_format(self._param_name, spec) == "date":
                 # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
+            # an option the description lists, as it spells it: 'gas' for "gas-powered"
+            values += [o for o in listed_options(spec, self.question) if o not in values]
         elif kinds and kinds <= {"number", "integer", "null"}:
             for source in sources:
                 # digits first, then the normalised forms: "three" → 3, "5%" → 0.05, "9.8
@@ -856,6 +901,10 @@ class StagedEngine:
             values = [v for s in sources[:1] for v in list_candidates(s)]
             if self._source != self.question:
                 values += [v for v in list_candidates(self.question) if v not in values]
+            # the items of an enum the question names: ["Personal Info", "Job History"]
+            asked = cued_items(spec, self._source) or cued_items(spec, self.question)
+            if asked and asked not in values:
+                values.insert(0, asked)
             if not values:
                 return None
         else:
@@ -892,7 +941,7 @@ class StagedEngine:
         if len(values) > cap:
             quoted = {
                 g for source in sources for m in QUOTED.finditer(source) for g in m.groups() if g
-            }
+            } | set(listed_options(spec, self.question))
             self.capped = max(self.capped, len(values))
             values = capped(values, cap, quoted)
         fresh = [v for v in values if v not in used]
@@ -948,8 +997,19 @@ class StagedEngine:
             # "units for each product": group_by "product", column "units", whatever the
             # model's likelihood of "row" or "region" (lokal.llm.staged.candidates.column_cue)
             column = column_cue(self._param_name, self.question)
+            # an option the description lists and the question states: 'single' of
+            # "Options: 'single', 'double'" in "a single room", as for an enum value; not
+            # one an earlier call of this reply took ("e.g. HSBC" for HSBC, then Wells Fargo)
+            taken = [v for c in self.found for v in (c.get("args") or {}).values()]
+            cues = {
+                json.dumps(o, ensure_ascii=False)
+                for o in listed_options(spec, self.question)
+                if o not in taken
+            }
+            if column is not None:
+                cues.add(json.dumps(column).casefold())
             for i, text in enumerate(texts):
-                if column is not None and text.casefold() == json.dumps(column).casefold():
+                if text in cues or text.casefold() in cues:
                     adjusted[i] += CUE_BONUS
         elif value_kinds(spec) == {"boolean"}:
             # "with tax" for include_tax: True first, "without tax": False first; a switch
@@ -963,15 +1023,14 @@ class StagedEngine:
         if self._later and self.staged.later_value_bonus:
             # a call after the first takes the values stated after the earlier calls' ones,
             # those of the part of the request it is about first (``later_value_bonus``)
-            for i, text in enumerate(texts):
-                with contextlib.suppress(json.JSONDecodeError):
-                    item = json.loads(text)
-                    value = _as_text(item)
-                    # the part states it as written: 700000 as "$700,000"
-                    if states_any(value, self._later) and (
-                        self._source == self.question or states_any(self._source, [item])
-                    ):
-                        adjusted[i] += self.staged.later_value_bonus
+            for i, item in enumerate(_decoded(text) for text in texts):
+                if item is None:
+                    continue
+                # the part states it as written: 700000 as "$700,000"
+                if states_any(_as_text(item), self._later) and (
+                    self._source == self.question or states_any(self._source, [item])
+                ):
+                    adjusted[i] += self.staged.later_value_bonus
         waiting: list[int] = []
         if self.staged.waiting_value_penalty and len(texts) > 1:
             # a request repeated with new values: this call takes the first of them not
