@@ -469,13 +469,10 @@ ADDED_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
 
 
 def _added_accuracy(rows, staged: StagedSettings, feature: str, weight: float) -> float:
-    base = {f: getattr(staged, w) for f, w in zip(CONTINUE, CONTINUE_WEIGHTS, strict=True)}
-    base[feature] = weight
-    right = 0
-    for row in rows:
-        margin = sum(base[f] * float(row["continue"].get(f, 0.0)) for f in CONTINUE)
-        right += int((margin + staged.continue_bias > 0) == (row["calls"] > 1))
-    return right / max(1, len(rows))
+    weights = np.array([getattr(staged, w) for w in CONTINUE_WEIGHTS])
+    weights[CONTINUE.index(feature)] = weight
+    x, y = _continue_xy(rows)
+    return float((((x @ weights + staged.continue_bias) > 0) == (y > 0.5)).mean())
 
 
 def added_weight(rows, staged: StagedSettings, feature: str = "again", folds: int = 5) -> dict:

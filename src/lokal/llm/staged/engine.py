@@ -854,6 +854,7 @@ class StagedEngine:
             sources.append(self.question)
         expression = wants_expression(self._param_name, spec)
         values: list[Any] = []
+        options = listed_options(spec, self.question)
         if kinds == {"boolean"}:
             values = [True, False]
         elif kinds and kinds <= {"string", "null"}:
@@ -884,7 +885,7 @@ class StagedEngine:
                 # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
             # an option the description lists, as it spells it: 'gas' for "gas-powered"
-            values += [o for o in listed_options(spec, self.question) if o not in values]
+            values += [o for o in options if o not in values]
         elif kinds and kinds <= {"number", "integer", "null"}:
             for source in sources:
                 # digits first, then the normalised forms: "three" → 3, "5%" → 0.05, "9.8
@@ -941,7 +942,7 @@ class StagedEngine:
         if len(values) > cap:
             quoted = {
                 g for source in sources for m in QUOTED.finditer(source) for g in m.groups() if g
-            } | set(listed_options(spec, self.question))
+            } | set(options)
             self.capped = max(self.capped, len(values))
             values = capped(values, cap, quoted)
         fresh = [v for v in values if v not in used]
