@@ -469,6 +469,8 @@ ADDED_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
 
 
 def _added_accuracy(rows, staged: StagedSettings, feature: str, weight: float) -> float:
+    if not rows:  # a fold of a handful of cases may hold none
+        return 0.0
     weights = np.array([getattr(staged, w) for w in CONTINUE_WEIGHTS])
     weights[CONTINUE.index(feature)] = weight
     x, y = _continue_xy(rows)
