@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/calibrate_staged.py [--profile smollm2-135m] \
         [--cases data/dev/cases] [--tools data/dev/tools_lokal_run.json] [--out outputs/calibration] \
-        [--limit N] [--stage1 | --names | --continue-bfcl CATEGORIES]
+        [--limit N] [--stage1 | --names | --continue-bfcl CATEGORIES | --stage1-bfcl CATEGORIES]
 
 Development cases only (``data/dev/cases``, BFCL's development split): never the evaluation
 sets (``data/bench_cases``, BFCL's evaluation split), which the reported numbers come
@@ -23,6 +23,15 @@ stage alone on BFCL's development split (the questions at positions that are mul
 calls of one tool, BFCL's ``parallel`` categories are made of them. It prints in-sample and
 5-fold out-of-fold accuracy with and without the values stated later (``later``,
 ``cued``) and the weights kept.
+
+``--stage1-bfcl irrelevance,live_irrelevance,simple_python,...`` asks whether the
+answer-or-call weights (fitted on lokal's cases) transfer: it scores both openings on
+lokal's cases and on BFCL's development split (the first 100 questions of each category),
+prints the configured weights' accuracy by group (lokal, BFCL questions that expect a call,
+those that expect none), a refit on every row in-sample and out-of-fold with a sign test
+against the configured weights (the refit is kept only when it is better beyond chance), and
+the accuracy with the bias moved. ``--features data/dev/calibration/stage1_bfcl_dev.jsonl``
+refits from stored rows without the model.
 
 It prints the ``staged:`` settings to put in configs/model.yaml and writes the evidence and
 the fit to ``--out`` (features.jsonl, fit.json). Accuracies printed are on the development
@@ -465,6 +474,123 @@ def collect_bfcl_continue(profile, categories: list[str], limit: int | None = No
     return rows
 
 
+STAGE1_BFCL_CAP = 100  # questions per category (live_multiple's development split has 211)
+
+
+def collect_bfcl_stage1(profile, categories: list[str], limit: int | None = STAGE1_BFCL_CAP):
+    """The answer-or-call evidence on BFCL's development split (positions that are multiples
+    of 5, never the evaluation split): one scoring of the two openings per question, the
+    first ``limit`` of each category; the label is whether BFCL expects a call (every
+    category but the irrelevance ones)."""
+    from lokal.bench.bfcl_checker import is_irrelevance
+    from lokal.bench.bfcl_data import load_split
+
+    backend = get_backend(profile)
+    neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
+    rows = []
+    for category in categories:
+        for entry in load_split(category, "dev", limit=limit):
+            tools = tool_specs(entry["function"])
+            case = {"messages": entry["question"][0]}
+            engine, _, _ = _engine(backend, profile, case, tools, neutral)
+            stage1 = engine.call_margin()
+            row = {
+                "id": entry["id"],
+                "source": category,
+                "call": not is_irrelevance(category),
+                "results": False,
+                **{f: stage1[f] for f in ("lm", "similarity", "bm25", "signal")},
+            }
+            rows.append(row)
+            print(
+                f"  {entry['id']:28s} call={row['call']} lm={row['lm']:+.2f} "
+                f"sim={row['similarity']:.2f} bm25={row['bm25']:.2f}",
+                flush=True,
+            )
+    return rows
+
+
+def _stage1_group(row) -> str:
+    if row.get("source", "lokal") == "lokal":
+        return "lokal"
+    return "BFCL call" if row["call"] else "BFCL no call"
+
+
+def _stage1_right(row, weights: dict) -> bool:
+    margin = weights["call_bias"] + sum(
+        weights[STAGE1_WEIGHTS[i]] * float(row.get(f, 0.0)) for i, f in enumerate(STAGE1)
+    )
+    return (margin > 0) == bool(row["call"])
+
+
+def _by_group(rows, right: list[bool]) -> dict:
+    out: dict[str, list[int]] = {}
+    for row, ok in zip(rows, right, strict=True):
+        for group in ("all", _stage1_group(row)):
+            got = out.setdefault(group, [0, 0])
+            got[0] += int(ok)
+            got[1] += 1
+    return out
+
+
+def sign_test(better: int, worse: int) -> float:
+    """The two-sided exact sign test of ``better`` against ``worse`` (the cases on which two
+    decisions disagree): how likely so uneven a split is when neither is better."""
+    n = better + worse
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(max(better, worse), n + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+BIAS_SHIFTS = (-1.0, -0.5, 0.0, 0.5, 1.0, 1.5)
+
+
+def stage1_transfer(rows, staged: StagedSettings, folds: int = 5) -> dict:
+    """Whether the answer-or-call weights (fitted on lokal's cases) transfer to BFCL's
+    development split: their accuracy per group; a refit on every row, in-sample and
+    out-of-fold (folds in row order), compared case by case with the configured weights (a
+    sign test on the cases where the two disagree: the refit replaces every weight, so it is
+    kept only when out-of-fold accuracy rises beyond chance, p < 0.05); and the configured
+    weights with the bias moved (what calling more often costs in the no-call questions)."""
+    configured = {w: float(getattr(staged, w)) for w in (*STAGE1_WEIGHTS, "call_bias")}
+    now = [_stage1_right(r, configured) for r in rows]
+    fitted = fit_stage1(rows)
+    held_out = [False] * len(rows)
+    for fold in range(folds):
+        train = [r for i, r in enumerate(rows) if i % folds != fold]
+        weights = fit_stage1(train)
+        for i, row in enumerate(rows):
+            if i % folds == fold:
+                held_out[i] = _stage1_right(row, weights)
+    better = sum(h and not c for h, c in zip(held_out, now, strict=True))
+    worse = sum(c and not h for h, c in zip(held_out, now, strict=True))
+    p = sign_test(better, worse)
+    curve = {}
+    for shift in BIAS_SHIFTS:
+        moved = {**configured, "call_bias": configured["call_bias"] + shift}
+        curve[shift] = _by_group(rows, [_stage1_right(r, moved) for r in rows])
+    return {
+        "configured": _by_group(rows, now),
+        "refit_in_sample": _by_group(rows, [_stage1_right(r, fitted) for r in rows]),
+        "refit_out_of_fold": _by_group(rows, held_out),
+        "refit": {k: round(v, 3) for k, v in fitted.items() if k != "accuracy"},
+        "refit_better": better,
+        "refit_worse": worse,
+        "sign_test_p": p,
+        "kept": "refit" if better > worse and p < 0.05 else "configured",
+        "bias_curve": curve,
+    }
+
+
+def _groups_line(groups: dict) -> str:
+    return ", ".join(
+        f"{g} {groups[g][0]}/{groups[g][1]} ({100 * groups[g][0] / groups[g][1]:.1f} %)"
+        for g in ("all", "lokal", "BFCL call", "BFCL no call")
+        if g in groups
+    )
+
+
 ADDED_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
 
 
@@ -550,11 +676,19 @@ def main(argv: list[str] | None = None) -> int:
         "(comma-separated): in-sample and out-of-fold accuracy with and without 'later'",
     )
     parser.add_argument(
+        "--stage1-bfcl",
+        default=None,
+        metavar="CATEGORIES",
+        help="answer or call on lokal's cases and BFCL's development split of these "
+        f"categories (the first {STAGE1_BFCL_CAP} of each, or --limit): whether the "
+        "configured weights transfer, a refit on every row, the bias curve",
+    )
+    parser.add_argument(
         "--features",
         default=None,
-        help="with --continue-bfcl: refit on the rows of an earlier run (its "
-        "features_continue.jsonl), recomputing 'later' and 'cued' from the stored arguments "
-        "(no model run)",
+        help="with --continue-bfcl or --stage1-bfcl: refit on the rows of an earlier run "
+        "(its features_continue.jsonl or features_stage1_bfcl.jsonl; for another call "
+        "'later' and 'cued' are recomputed from the stored arguments); no model run",
     )
     args = parser.parse_args(argv)
     profile = load_profile(args.model_config, args.profile, tool_calling="staged")
@@ -582,6 +716,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cases = load_cases(args.cases)[: args.limit]
     tools = json.loads(Path(args.tools).read_text(encoding="utf-8"))
+    if args.stage1_bfcl:
+        return _stage1_bfcl(args, profile, cases, tools)
     print(f"collecting evidence on {len(cases)} development cases ({profile.name})", flush=True)
     rows = collect(profile, cases, tools, stage1_only=args.stage1, names_only=args.names)
     if args.names:
@@ -626,6 +762,39 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(fit, indent=2))
     print("staged:", json.dumps(staged))
+    return 0
+
+
+def _stage1_bfcl(args, profile, cases, tools) -> int:
+    """``--stage1-bfcl``: collect (or read) the answer-or-call rows, report the transfer."""
+    if args.features:
+        rows = [json.loads(line) for line in Path(args.features).read_text("utf-8").splitlines()]
+    else:
+        categories = [c.strip() for c in args.stage1_bfcl.split(",") if c.strip()]
+        rows = collect(profile, cases, tools, stage1_only=True)
+        for row in rows:
+            row["source"] = "lokal"
+            for key in ("offered", "recall", "calls"):
+                row.pop(key, None)
+        rows += collect_bfcl_stage1(profile, categories, args.limit or STAGE1_BFCL_CAP)
+    report = stage1_transfer(rows, profile.tool_calling.staged)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "features_stage1_bfcl.jsonl").open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    (out / "stage1_bfcl.json").write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    print(f"configured weights: {_groups_line(report['configured'])}")
+    print(f"refit, in-sample: {_groups_line(report['refit_in_sample'])}")
+    print(f"refit, out-of-fold: {_groups_line(report['refit_out_of_fold'])}")
+    print(
+        f"refit against configured: {report['refit_better']} better, "
+        f"{report['refit_worse']} worse (sign test p = {report['sign_test_p']:.2f}); "
+        f"kept: {report['kept']}"
+    )
+    print("refit staged:", json.dumps(report["refit"]))
+    for shift, groups in report["bias_curve"].items():
+        print(f"bias {shift:+.1f}: {_groups_line(groups)}")
     return 0
 
 

@@ -139,6 +139,13 @@ class StagedSettings(_Strict):
         "has taken yet: 'income $100,000 ... income of $120,000' gives the first call "
         "100000, the next call 120000 (candidates.waiting_values)",
     )
+    direction_value_bonus: float = Field(
+        0.0,
+        description="added to the log-probability of a candidate value that the question "
+        "marks as the side of a pair the parameter is ('to Canadian dollars' for "
+        "to_currency, 'from April 3rd' for start_date), taken from one it marks as the "
+        "other side ('Canadian' is no from_currency; candidates.direction_cue)",
+    )
     value_length_weight: float = Field(
         0.0, description="added times log(characters) to a candidate value's log-probability"
     )

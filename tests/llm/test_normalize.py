@@ -8,6 +8,7 @@ import pytest
 
 from lokal.llm.staged.candidates import (
     boolean_cue,
+    direction_cue,
     follow_up_candidates,
     formula_candidates,
     implied_count,
@@ -19,9 +20,11 @@ from lokal.llm.staged.candidates import (
     percent_form,
     percentages,
     refers_back,
+    scaled_away,
     scaled_numbers,
     stated_options,
     stated_units,
+    taken_number,
     unit_numbers,
     word_problem_candidates,
 )
@@ -61,6 +64,16 @@ def test_percentages_as_given_and_as_fractions():
 )
 def test_iso_dates(text, iso):
     assert iso_dates(text) == [iso]
+
+
+def test_the_first_date_of_a_range_takes_the_year_written_once():
+    # BFCL live_simple_120-76-0 (development split): "from April 3rd to April 5th 2023"
+    # offered only 2023-04-05, which became the start date
+    assert iso_dates("from April 3rd to April 5th 2023.") == ["2023-04-03", "2023-04-05"]
+    assert iso_dates("Jan 2 - Jan 9 2024") == ["2024-01-02", "2024-01-09"]
+    assert iso_dates("March 3rd to 5th, 2023")[0] == "2023-03-03"
+    # a date in another sentence is no range
+    assert iso_dates("on May 3rd. Then on May 18th 2022") == ["2022-05-18"]
 
 
 def test_impossible_dates_are_not_offered():
@@ -494,6 +507,8 @@ def test_the_units_the_numbers_of_a_question_carry(text, units):
         ("1.2 billion people", [1200000000]),
         ("a radius of 5 m", []),  # metres, not millions
         ("5 km away", []),
+        # Kelvin, not thousands (multiple_195, development split: "298K" lost its 298)
+        ("its temperature is 298K", []),
     ],
 )
 def test_numbers_written_with_a_scale_word(text, numbers):
@@ -552,3 +567,81 @@ def test_a_single_example_is_no_option_and_an_exact_option_keeps_its_case():
     assert stated_options(filters, "exports for my bot") == ["Bot"]
     assert stated_options(filters, "exports for my bot", exact_case=True) == []
     assert stated_options(filters, "filter by Bot", exact_case=True) == ["Bot"]
+
+
+CONVERT = "Convert 150 Euros to Canadian dollars."
+WEATHER = "The weather in Paris, France from April 3rd to April 5th, 2023."
+FLIGHTS = "Book a flight from San Francisco to Tokyo on May 3rd and another from Tokyo to Sydney"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "question", "cue"),
+    [
+        # BFCL simple_python_390 and multiple_95 (development split): from_currency took
+        # the currency after "to"
+        ("from_currency", "Canadian", CONVERT, -1),
+        ("from_currency", "Canadian dollars", CONVERT, -1),
+        ("to_currency", "Canadian dollars", CONVERT, 1),
+        ("from_currency", "dollars", CONVERT, -1),  # inside the destination's part
+        ("from_currency", "Euros", CONVERT, 0),  # marked by neither word
+        # live_simple_120-76-0: start_date took the later date; the year written once
+        ("start_date", "2023-04-03", WEATHER, 1),
+        ("start_date", "2023-04-05", WEATHER, -1),
+        ("end_date", "2023-04-05", WEATHER, 1),
+        # numbers: "at 0°C ... heated to 100°C" (simple_python_50)
+        ("initial_temperature", 100, "ice at 0°C heated to 100°C", -1),
+        ("final_temperature", 100, "ice at 0°C heated to 100°C", 1),
+        # a mark ends at the next one: "to get a flight" says nothing of JFK
+        ("departure_location", "JFK", "I need to get a flight from JFK on March 16", 1),
+        ("destination", "JFK", "I need to get a flight from JFK on March 16", -1),
+        # the value opens what follows the word: "from a 150 meter building" marks no
+        # initial velocity (simple_python_25)
+        ("initial_velocity", 150, "falling from a 150 meter building", 0),
+        # the first "from" and "to" only: a repeated request is read part by part
+        # (parallel_30: the first flight's destination is Tokyo, not Sydney)
+        ("destination_city", "Tokyo", FLIGHTS, 1),
+        ("destination_city", "Sydney", FLIGHTS, 0),
+        ("departure_city", "Tokyo", FLIGHTS, -1),
+        # "want to" wants a verb: the destination is the "to" after it
+        ("destination", "New York", "I want to travel from Boston to New York", 1),
+        # no side in the name, both sides, or a value on both sides: no cue
+        ("location", "Tokyo", "from Osaka to Tokyo", 0),
+        ("from_to", "Tokyo", "from Osaka to Tokyo", 0),
+        ("origin", "Tokyo", "from Tokyo to Tokyo", 0),
+        ("origin", True, "from true to false", 0),
+    ],
+)
+def test_a_value_marked_as_where_from_or_where_to(name, value, question, cue):
+    assert direction_cue(name, value, question) == cue
+
+
+def test_a_number_another_parameter_took_and_the_question_writes_once():
+    question = "Book a room with king size bed in Los Angeles for 2 nights from 15th October."
+    assert taken_number(2, [2], question)  # no_of_rooms after no_of_nights (simple_python_385)
+    assert not taken_number(2, [15], question)
+    assert not taken_number(2, [2], "2 adults for 2 nights")  # written twice: both may take it
+    assert taken_number(2.5, [2.5], "a 2.5 m pole and 2 ropes")  # "2" is not "2.5"
+    assert not taken_number(True, [True], question)  # a switch is no number
+    assert not taken_number(1, [True], "one room")
+
+
+def test_a_number_written_only_with_a_scale_word_is_scaled_away():
+    # BFCL simple_python_65 (development split): "213 million" gave population 213 (and the
+    # land area the same 213); 213000000 is the number the question states
+    question = "the population is 213 million and the land area is 8.5 million square km"
+    assert scaled_away(question) == [213, 8.5]
+    assert scaled_away("213 people, 213 million dollars") == []  # written bare too
+    assert scaled_away("a 5 m pole") == []  # "m" is a metre without a currency sign
+    assert scaled_away("$2.5k") == [2.5]
+    assert scaled_away("temperature is 298K and volume is 10 m^3") == []
+
+
+def test_a_number_given_scaled_is_no_value_left_for_another_call():
+    # simple_python_65 (development split): with 213000000 and 8500000 given, the bare 8.5
+    # of "8.5 million" was a value stated later, and a second call took it as the year
+    from lokal.llm.staged.candidates import later_values
+
+    question = "Brazil in 2022 if the population is 213 million and the area is 8.5 million km2"
+    call = {"country": "Brazil", "year": "2022", "population": 213000000}
+    assert later_values(question, [{**call, "area": 8500000}]) == []
+    assert later_values(question, [call]) == [8.5]

@@ -1117,6 +1117,15 @@ def test_the_first_call_takes_the_first_of_the_values_a_repeated_request_states(
         # a shorter word that only begins the name (development pair p14a: "What time is it
         # right now?" gave get_current_datetime the timezone "now")
         ("timezone", "What time is it right now?", False, None),
+        # a bound in the name, named by the words of a bound (BFCL simple_python_360,
+        # development split: "less than 500 calories" left maxCalories out)
+        ("maxCalories", "A pasta carbonara recipe with less than 500 calories.", True, True),
+        ("max_results", "Show at most 5 results", True, True),
+        ("min_stars", "Hotels of at least 4 stars", True, True),
+        # ...and the other words of the name are still needed; a bound of the other side
+        # does not name it
+        ("maxCalories", "A recipe under 500", False, None),
+        ("min_stars", "Hotels of 4 stars or less", False, None),
     ],
 )  # fmt: skip
 def test_a_parameter_the_question_names_in_its_own_words(name, question, named, switch):
@@ -1457,6 +1466,56 @@ def test_the_items_of_an_enum_list_the_question_names_are_a_candidate_and_keep_t
     }
 
 
+RESTAURANTS = {
+    "name": "find_restaurants",
+    "description": "Locate nearby restaurants.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string"},
+            "dietary_requirements": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Special dietary requirements, e.g. vegan, gluten-free.",
+            },
+            "cuisines": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Cuisines, e.g. Thai.",
+            },
+        },
+        "required": ["location"],
+    },
+}
+
+
+def test_the_options_a_list_describes_that_the_question_states_are_a_candidate():
+    # BFCL simple_python_80 (development split): "a vegan menu" left the optional list of
+    # dietary requirements out; the options its description lists that the question states
+    # keep the parameter and are one candidate, in the question's order
+    from lokal.llm.staged import args_schema
+    from lokal.llm.staged.engine import listed_items
+    from lokal.tools.schema import ToolSpec
+
+    spec = RESTAURANTS["parameters"]["properties"]["dietary_requirements"]
+    assert listed_items(spec, "gluten-free and vegan food") == ["gluten-free", "vegan"]
+    assert listed_items(spec, "Thai food") == []
+    assert listed_items(EMPLOYEE["parameters"]["properties"]["data_field"], "Payroll") == []
+    tool = ToolSpec.from_dict(RESTAURANTS)
+    settings = staged_profile().tool_calling
+    question = "Find restaurants in Manhattan offering Thai food and a vegan menu."
+    kept = args_schema(tool, question, settings)["properties"]
+    # a single example shows a form: "Thai" does not ask for the cuisines
+    assert "dietary_requirements" in kept and "cuisines" not in kept
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "find": 0.0, '"Manhattan"': -0.1}
+    table |= {'["vegan"]': -3.0}
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[RESTAURANTS])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {
+        "location": "Manhattan",
+        "dietary_requirements": ["vegan"],
+    }
+
+
 def test_a_city_state_example_is_a_form_not_an_option():
     from lokal.llm.staged.engine import listed_options
 
@@ -1502,3 +1561,137 @@ def test_an_option_an_earlier_call_took_is_no_cue_for_the_next_call():
         {"financial_institution": "HSBC", "loan_amount": 500000},
         {"financial_institution": "Wells Fargo", "loan_amount": 700000},
     ]
+
+
+CONVERT = {
+    "name": "currency_conversion.convert",
+    "description": "Convert a value from one currency to another.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "amount": {"type": "integer"},
+            "from_currency": {"type": "string"},
+            "to_currency": {"type": "string"},
+        },
+        "required": ["amount", "from_currency", "to_currency"],
+    },
+}
+
+
+def test_a_value_after_to_is_where_to_not_where_from():
+    # BFCL simple_python_390 (development split): "Convert 150 Euros to Canadian dollars"
+    # gave from_currency "Canadian", the model's likeliest span; the currency after "to" is
+    # a destination (candidates.direction_cue), worth direction_value_bonus either way
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "currency": 0.0, "150": -0.1}
+    source = table | {'"Canadian"': -0.5, '"Euros"': -2.0, '"Canadian dollars"': -2.5}
+    target = table | {'"Canadian dollars"': -0.5, '"Euros"': -2.0}
+
+    def score(prefix, continuation):
+        side = target if prefix.endswith('"to_currency": ') else source
+        return scorer(side)(prefix, continuation)
+
+    question = "Convert 150 Euros to Canadian dollars."
+    args = {}
+    for bonus in (0.0, 3.0):
+        profile = staged_profile(direction_value_bonus=bonus)
+        result = ask(question, ScriptedBackend(scorer=score), profile, tools=[CONVERT])
+        args[bonus] = result["ai_message"]["tool_calls"][0]["args"]
+    assert args[0.0]["from_currency"] == "Canadian"
+    assert args[3.0] == {"amount": 150, "from_currency": "Euros", "to_currency": "Canadian dollars"}
+
+
+HOTEL_ROOMS = {
+    "name": "hotel_bookings.book_room",
+    "description": "Book a hotel room.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string"},
+            "no_of_nights": {"type": "integer"},
+            "no_of_rooms": {"type": "integer", "description": "Number of rooms, default 1."},
+        },
+        "required": ["location", "no_of_nights"],
+    },
+}
+
+
+def test_an_optional_parameter_is_left_out_when_its_value_is_another_ones():
+    # BFCL simple_python_385 (development split): "a hotel room ... for 2 nights" named
+    # no_of_rooms ("room") and gave it the 2 of the nights; a number the question writes
+    # once fills one parameter, so the optional one is left out (candidates.taken_number)
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "hotel": 0.0, '"Los Angeles"': -0.1}
+    table |= {"2": -0.1, "15": -4.0}
+    question = "Book a hotel room in Los Angeles for 2 nights starting from 15th October."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[HOTEL_ROOMS])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {
+        "location": "Los Angeles",
+        "no_of_nights": 2,
+    }
+    staged = result["attempts"][-1]["staged"]
+    assert staged["optional_left_out"] == {"no_of_rooms": "taken number"}
+    # written twice, both take it
+    question = "Book 2 hotel rooms in Los Angeles for 2 nights starting from 15th October."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[HOTEL_ROOMS])
+    args = result["ai_message"]["tool_calls"][0]["args"]
+    assert args == {"location": "Los Angeles", "no_of_nights": 2, "no_of_rooms": 2}
+
+
+DENSITY = {
+    "name": "calculate_density",
+    "description": "Calculate the population density of a country.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "population": {"type": "integer", "description": "The population."},
+            "people_in_millions": {"type": "number", "description": "Population in millions."},
+        },
+        "required": ["population"],
+    },
+}
+
+
+def test_a_number_with_a_scale_word_is_offered_scaled_only():
+    # BFCL simple_python_65: population 213 of "213 million", the model's likelier digits
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculate": 0.0}
+    table |= {"213}": -0.1, "213000000": -3.0, "213,": -0.1}
+    question = "The density of Brazil, whose population is 213 million?"
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[DENSITY])
+    assert result["ai_message"]["tool_calls"][0]["args"]["population"] == 213000000
+    # a parameter that counts in millions keeps the bare number
+    from lokal.llm.staged import args_schema
+    from lokal.tools.schema import ToolSpec
+
+    tool = ToolSpec.from_dict(DENSITY)
+    schema = args_schema(tool, question + " (people in millions)", staged_profile().tool_calling)
+    assert "people_in_millions" in schema["properties"]
+    result = ask(
+        question + " Give the people in millions too.",
+        ScriptedBackend(scorer=scorer(table)),
+        tools=[DENSITY],
+    )
+    args = result["ai_message"]["tool_calls"][0]["args"]
+    assert args["population"] == 213000000 and args["people_in_millions"] == 213
+
+
+DECK = {
+    "name": "find_card_in_deck",
+    "description": "Find a card in a deck.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "rank": {"type": "string"},
+            "deck": {"type": "array", "items": {"type": "string"}, "description": "The deck."},
+        },
+        "required": ["rank"],
+    },
+}
+
+
+def test_an_optional_parameter_with_nothing_to_give_is_left_out():
+    # BFCL simple_python_335 (development split): "in the deck" named deck, which took [];
+    # the list the model writes (no list in the question to offer) is the scripted reply
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "find": 0.0, '"Queen"': -0.1}
+    backend = ScriptedBackend(["[]"], scorer=scorer(table))
+    result = ask("Find the Queen in the deck.", backend, tools=[DECK])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"rank": "Queen"}
+    assert result["attempts"][-1]["staged"]["optional_left_out"] == {"deck": "empty"}

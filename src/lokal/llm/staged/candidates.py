@@ -285,6 +285,10 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
     used = [v for a in args for v in _flat_values(a)]
     numbers = {float(v) for v in used if isinstance(v, int | float) and not isinstance(v, bool)}
     numbers |= {round(n * 100, 9) for n in numbers}  # "5%" given as 0.05
+    for match in _SCALED.finditer(question):  # "8.5 million" given as 8500000
+        scaled = float(match.group(1)) * _SCALE_WORDS[match.group(2).casefold()]
+        if round(scaled, 6) in numbers:
+            numbers.add(float(match.group(1)))
     strings = [v.casefold() for v in used if isinstance(v, str) and v.strip()]
     # a value normalised from the question's words: "2023-03-10" used "March 10th, 2023"
     numbers |= {float(d) for text in strings for d in re.findall(r"\d+", text)}
@@ -520,6 +524,103 @@ def states_any(text: str, values: list[Any]) -> bool:
     return any(_statement(text, v) is not None for v in values)
 
 
+# --- direction: where from, where to -------------------------------------------------
+
+# the words of a parameter's name that make it the origin or the destination of a pair
+_ORIGIN_WORDS = frozenset(
+    ["from", "source", "src", "origin", "start", "starting", "departure", "initial", "begin"]
+)
+_DESTINATION_WORDS = frozenset(
+    ["to", "target", "dest", "destination", "end", "ending", "arrival", "final"]
+)
+# the words of a question that mark the origin and the destination of what follows them; a
+# "to" after a word that wants a verb ("want to", "how to") marks nothing
+_FROM_MARK = re.compile(r"\bfrom\s+", re.I)
+_TO_MARK = re.compile(
+    r"(?<!\bwant\s)(?<!\bwants\s)(?<!\bneed\s)(?<!\bneeds\s)(?<!\blike\s)(?<!\bhow\s)"
+    r"(?<!\bable\s)(?<!\bgoing\s)(?<!\bhave\s)(?<!\bplan\s)(?<!\bwish\s)(?<!\bhope\s)"
+    r"(?<!\btry\s)(?<!\bhas\s)"
+    r"\b(?:to|into|towards|until|till)\s+",
+    re.I,
+)
+_MARKED_END = re.compile(r"[,.;:?!()]|\b(?:from|to|into|towards|until|till|and|then)\b", re.I)
+
+
+def _direction(name: str) -> str | None:
+    words = {w.lower() for w in re.split(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])", name) if w}
+    origin, destination = bool(words & _ORIGIN_WORDS), bool(words & _DESTINATION_WORDS)
+    if origin == destination:
+        return None
+    return "origin" if origin else "destination"
+
+
+def _first_marked(text: str, mark: re.Pattern[str]) -> str | None:
+    """What follows the first of ``mark``'s words, up to the next mark or punctuation (a
+    date's own comma, "April 5th, 2023", does not end it)."""
+    match = mark.search(text)
+    if match is None:
+        return None
+    rest = text[match.end() :]
+    end = next((m for m in _MARKED_END.finditer(rest) if not _in_date(rest, m.start())), None)
+    return rest[: end.start()] if end else rest
+
+
+def _in_date(text: str, at: int) -> bool:
+    return text[at] == "," and bool(re.match(r",\s*\d{4}\b", text[at:]))
+
+
+def _opens(part: str, value: Any) -> bool:
+    """Whether ``part`` opens with ``value`` ("the" allowed before it): "Canadian dollars"
+    opens with "Canadian"; "a 150 meter building" does not open with 150."""
+    head = re.sub(r"^\s*(?:the\s+)?", "", part, flags=re.I)
+    if isinstance(value, str):
+        if re.fullmatch(r"\d{4}-\d\d-\d\d", value):
+            # "from April 3rd to April 5th 2023": the year is written once, after the last
+            return value in iso_dates(head) or value in iso_dates(f"{head.strip()}, {value[:4]}")
+        return bool(re.match(rf"{re.escape(value)}\b", head, re.I))
+    written = str(int(value)) if float(value).is_integer() else repr(float(value))
+    return bool(re.match(rf"[$€£]?{re.escape(written)}(?!\.?\d)", head))
+
+
+def direction_cue(name: str, value: Any, text: str) -> int:
+    """Whether ``text`` marks ``value`` as the side of a pair that parameter ``name`` is
+    (+1) or as the other side (-1), or neither (0): "Convert 150 Euros to Canadian dollars"
+    marks "Canadian dollars" (and "Canadian") as a destination, so not a ``from_currency``;
+    "from April 3rd to April 5th 2023" marks 2023-04-03 as a ``start_date``, 2023-04-05 as
+    an ``end_date``; "heated to 100°C" marks 100 as a ``final_temperature``. A value marks
+    its side when it opens what follows the first "from" (an origin) or the first "to",
+    "into", "towards" or "until" (a destination; not the "to" of "want to", "how to"), and
+    the other side when it is anywhere in that part ("dollars" of "to Canadian dollars"); a
+    request repeated ("from San Francisco to Tokyo ... and another from Tokyo to Sydney") is
+    read part by part."""
+    side = _direction(name)
+    if side is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        return 0
+    origin, destination = (_first_marked(text, mark) for mark in (_FROM_MARK, _TO_MARK))
+    own, other = (origin, destination) if side == "origin" else (destination, origin)
+    opens_own = own is not None and _opens(own, value)
+    # the other side's part states it anywhere: "to Canadian dollars" is no from_currency
+    # "dollars" either
+    in_other = other is not None and (_opens(other, value) or states_any(other, [value]))
+    if opens_own == in_other:
+        return 0
+    return 1 if opens_own else -1
+
+
+def taken_number(value: Any, taken: list[Any], text: str) -> bool:
+    """Whether ``value`` is a number another parameter of the call took (``taken``) that
+    ``text`` writes at most once: "a king size bed in Los Angeles for 2 nights" gives
+    ``no_of_nights`` 2, and no second parameter the same 2 (simple_python_385 had
+    ``no_of_rooms: 2``). Written twice ("2 adults for 2 nights"), both may take it."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    numbers = [t for t in taken if isinstance(t, int | float) and not isinstance(t, bool)]
+    if value not in numbers:
+        return False
+    written = str(int(value)) if float(value).is_integer() else repr(float(value))
+    return len(re.findall(rf"(?<![\d.]){re.escape(written)}(?!\.?\d)", text)) <= 1
+
+
 # --- light normalisations ------------------------------------------------------------
 
 _UNITS = {
@@ -702,7 +803,8 @@ def _iso(year: int, month: int, day: int) -> str | None:
 
 def iso_dates(text: str) -> list[str]:
     """Dates in ISO form ("March 10th, 2023", "10 March 2023", "15th October,2023",
-    "2023/03/10", "03/10/2023" read as month/day) → "2023-03-10"."""
+    "2023/03/10", "03/10/2023" read as month/day) → "2023-03-10"; the first date of a range
+    with the year the range writes once ("April 3rd to April 5th 2023")."""
     month = "|".join(sorted(_MONTHS, key=len, reverse=True))
     patterns = (
         (rf"\b({month})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,\s*|\s+)(\d{{4}})\b", ("m", "d", "y")),
@@ -714,6 +816,18 @@ def iso_dates(text: str) -> list[str]:
         (r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b", ("m", "d", "y")),
     )
     found: list[tuple[int, str]] = []
+    # the first date of a range takes the year written once, after the last: "from April 3rd
+    # to April 5th 2023" (live_simple_120-76-0), "March 3rd to 5th, 2023"
+    day = r"(\d{1,2})(?:st|nd|rd|th)?"
+    ranged = (
+        rf"\b({month})\.?\s+{day}\s*(?:to|through|until|till|and|-|–)\s*"
+        rf"(?:(?:{month})\.?\s+)?\d{{1,2}}(?:st|nd|rd|th)?(?:,\s*|\s+)(\d{{4}})\b"
+    )
+    for match in re.finditer(ranged, text, re.IGNORECASE):
+        raw_month, raw_day, year = match.groups()
+        value = _iso(int(year), _MONTHS.get(raw_month.casefold(), 0), int(raw_day))
+        if value:
+            found.append((match.start(), value))
     for pattern, order in patterns:
         for match in re.finditer(pattern, text, re.IGNORECASE):
             parts = dict(zip(order, match.groups(), strict=True))
@@ -749,18 +863,37 @@ _SCALED = re.compile(
 )
 
 
+def _scales(match: re.Match[str]) -> bool:
+    """Whether a number and the word after it are a scaled number: a bare "m" or "k" only
+    after a currency sign ("5 m" is five metres, "298K" is Kelvin, "$2.5k" is 2500)."""
+    return match.group(2).casefold() not in ("m", "k") or match.group(0)[0] in "$€£¥"
+
+
 def scaled_numbers(text: str) -> list[int | float]:
     """Numbers written with a scale word ("213 million" → 213000000, "8.5 million" →
-    8500000, "$2.5k" → 2500). A bare "m" scales only after a currency sign: "5 m" is five
-    metres."""
+    8500000, "$2.5k" → 2500). A bare "m" or "k" scales only after a currency sign: "5 m" is
+    five metres, "298K" is Kelvin."""
     out: list[int | float] = []
     for match in _SCALED.finditer(text):
         word = match.group(2).casefold()
-        if word == "m" and match.group(0)[0] not in "$€£¥":
+        if not _scales(match):
             continue
         value = round(float(match.group(1)) * _SCALE_WORDS[word], 6)
         out.append(int(value) if value.is_integer() else value)
     return _once(out)
+
+
+def scaled_away(text: str) -> list[int | float]:
+    """The numbers ``text`` writes only with a scale word: 213 of "213 million" (which is
+    213000000, ``scaled_numbers``), not 213 when "213 people" is written too."""
+    scaled = [match.group(1) for match in _SCALED.finditer(text) if _scales(match)]
+    out: list[int | float] = []
+    for written in _once(scaled):
+        every = re.findall(rf"(?<![\d.,]){re.escape(written)}(?!\.?\d)", text)
+        if len(every) == scaled.count(written):
+            value = float(written)
+            out.append(int(value) if value.is_integer() else value)
+    return out
 
 
 # the options a description lists: quoted ("'gas' refers to ...") or after a cue ("e.g.
@@ -963,18 +1096,41 @@ def _starts_alike(word: str, other: str) -> bool:
     return other.startswith(a) or (len(other) >= max(4, len(word) - 3) and word.startswith(b))
 
 
+# a bound a parameter's name states ("maxCalories", "min_rating") and the words that state it
+# in a question ("less than 500 calories", "rated at least 4")
+_UPPER_BOUND = re.compile(
+    r"\b(?:less|fewer|lower|cheaper|shorter|smaller)\s+than\b|\b(?:under|below|within"
+    r"|up\s+to|at\s+most|no\s+more\s+than|not\s+more\s+than|not\s+exceeding)\b"
+    r"|\bor\s+(?:less|fewer|under|below)\b",
+    re.I,
+)
+_LOWER_BOUND = re.compile(
+    r"\b(?:more|greater|higher|larger|longer|bigger)\s+than\b|\b(?:over|above|at\s+least"
+    r"|no\s+less\s+than|not\s+less\s+than)\b|\bor\s+(?:more|over|above|higher)\b",
+    re.I,
+)
+_BOUND_WORDS = {"max": _UPPER_BOUND, "maximum": _UPPER_BOUND, "min": _LOWER_BOUND,
+                "minimum": _LOWER_BOUND}  # fmt: skip
+
+
 def names_parameter(name: str, text: str) -> bool:
     """Whether ``text`` names a parameter in its own words, loosely: each word of the name
     that says what it is about (``_parameter_words``) shares a stem with a word of the text
     ("with detailed description" names ``detail``, "how many years ago" names
     ``calculate_years_ago``, "with their religious history and influences" names
-    ``include_influences``). An optional parameter the question names is filled: on BFCL's
-    development split (simple_python, multiple, parallel, parallel_multiple, live_simple),
-    of the 24 named only this way 14 had to be given, 9 could be given or left out, 1 had
-    to be left out."""
+    ``include_influences``); a bound in the name is named by the words of a bound ("less
+    than 500 calories" names ``maxCalories``, "at least 4 stars" ``min_stars``). An
+    optional parameter the question names is filled: on BFCL's development split
+    (simple_python, multiple, parallel, parallel_multiple, live_simple), of the 24 named
+    only this way 14 had to be given, 9 could be given or left out, 1 had to be left out."""
     things = _parameter_words(name)
     words = re.findall(r"[a-z]+", text.lower())
-    return bool(things) and all(any(_starts_alike(t, w) for w in words) for t in things)
+
+    def named(thing: str) -> bool:
+        bound = _BOUND_WORDS.get(thing)
+        return any(_starts_alike(thing, w) for w in words) or bool(bound and bound.search(text))
+
+    return bool(things) and all(named(t) for t in things)
 
 
 def named_switch(name: str, text: str) -> bool | None:

@@ -71,6 +71,7 @@ from lokal.llm.staged.candidates import (
     clauses,
     column_cue,
     cued_again,
+    direction_cue,
     follow_up_candidates,
     formula_candidates,
     inferred_format,
@@ -87,10 +88,12 @@ from lokal.llm.staged.candidates import (
     number_candidates,
     percent_form,
     refers_back,
+    scaled_away,
     sibling_values,
     stated_options,
     stated_units,
     states_any,
+    taken_number,
     text_numbers,
     text_spans,
     value_kinds,
@@ -258,6 +261,22 @@ def listed_options(
     return stated_options(description, question, exact_case=exact_case, least=least)
 
 
+def listed_items(
+    spec: Any, question: str, *, exact_case: bool = False, least: int = 1
+) -> list[str]:
+    """The options a list-of-strings parameter's description lists that the question states,
+    in the question's order, as one list ("Special dietary requirements, e.g. vegan,
+    gluten-free" in "a vegan menu": ["vegan"]); none when its items have an enum
+    (``cued_items``) or are not strings."""
+    items = spec.get("items") if isinstance(spec, dict) else None
+    if not isinstance(items, dict) or "enum" in items or value_kinds(items) != {"string"}:
+        return []
+    description = " ".join(str(d.get("description") or "") for d in (spec, items))
+    stated = stated_options(description, question, exact_case=exact_case, least=least)
+    folded = question.casefold()
+    return sorted(stated, key=lambda o: folded.find(o.casefold()))
+
+
 def cued_items(spec: Any, question: str) -> list[Any]:
     """The enum values of an array's items the question asks for, in the question's order
     ("Personal Info and Job History" for ``data_field``)."""
@@ -291,7 +310,8 @@ def _mentioned(name: str, spec: Any, question: str) -> bool:
     # an option as the description writes it ("my bot" names no filter 'Bot'), of a list
     # (a single example shows a form: it does not ask for the parameter)
     options = listed_options(spec, question, exact_case=True, least=2)
-    return bool(options or cued_items(spec, question))
+    items = listed_items(spec, question, exact_case=True, least=2)
+    return bool(options or items or cued_items(spec, question))
 
 
 def _mentioned_with(properties: dict[str, Any], kept: set[str], question: str) -> set[str]:
@@ -896,6 +916,11 @@ class StagedEngine:
                     if number not in values:
                         values.append(number)
             values = percent_form(self._param_name, spec, values, " ".join(sources))
+            # "213 million" is 213000000, not 213, unless the parameter counts in millions
+            said = f"{self._param_name} {spec.get('description') or ''}"
+            if not _SCALE_NAMED.search(said):
+                away = [v for s in sources for v in scaled_away(s)]
+                values = [v for v in values if v not in away] or values
         elif kinds and kinds <= {"array", "null"}:
             # a list the question writes out, whole (the model's own list stopped early);
             # items that do not fit the schema fail its check below
@@ -906,6 +931,10 @@ class StagedEngine:
             asked = cued_items(spec, self._source) or cued_items(spec, self.question)
             if asked and asked not in values:
                 values.insert(0, asked)
+            # the options its description lists that the question states: ["vegan"]
+            stated = listed_items(spec, self.question)
+            if stated and stated not in values:
+                values.append(stated)
             if not values:
                 return None
         else:
@@ -1021,6 +1050,12 @@ class StagedEngine:
             for i, text in enumerate(texts):
                 if cue is not None and text == json.dumps(cue):
                     adjusted[i] += CUE_BONUS
+        if self.staged.direction_value_bonus and not isinstance(spec.get("enum"), list):
+            # "Convert 150 Euros to Canadian dollars": "Canadian" is where to, not from
+            # (candidates.direction_cue)
+            for i, item in enumerate(_decoded(text) for text in texts):
+                cue = direction_cue(self._param_name, item, self._source)
+                adjusted[i] += cue * self.staged.direction_value_bonus
         if self._later and self.staged.later_value_bonus:
             # a call after the first takes the values stated after the earlier calls' ones,
             # those of the part of the request it is about first (``later_value_bonus``)
@@ -1068,12 +1103,14 @@ class StagedEngine:
         extras = [n for n in optional or {} if n not in properties]
         close = _CLOSE_ARGS + _CLOSE_CALL + _END_CALLS
         text = "{"
+        required = set(schema.get("required") or [])
         used: list[Any] = []
         chosen: dict[str, Any] = {}
         ranked: dict[str, list[tuple[str, float]]] = {}
-        for index, name in enumerate([*names, *extras]):
+        for name in [*names, *extras]:
             key = ("" if text == "{" else ", ") + json.dumps(name, ensure_ascii=False) + ": "
-            tail = ", " if index < len(names) - 1 else close
+            # (an optional parameter left out below shortens ``names``)
+            tail = ", " if name in names[:-1] else close
             self._param_name = name
             if name in extras:
                 spec = (optional or {})[name]
@@ -1090,6 +1127,15 @@ class StagedEngine:
             )
             if name in extras:
                 chosen[name]["optional_margin"] = round(margin, 3)
+            elif name not in required and (
+                why := _left_out(_decoded(ranked[name][0][0]), used, self.question)
+            ):
+                # an optional parameter whose best value is a number another one took, the
+                # question writing it once ("for 2 nights": no_of_rooms 2), or empty: left out
+                self.trace.setdefault("optional_left_out", {})[name] = why
+                names.remove(name)
+                del ranked[name], chosen[name]
+                continue
             text += key + ranked[name][0][0]
             with contextlib.suppress(json.JSONDecodeError):
                 used.append(json.loads(ranked[name][0][0]))
@@ -1290,6 +1336,20 @@ class StagedEngine:
             finish_reason=finish,
             details=details,
         )
+
+
+def _left_out(value: Any, used: list[Any], question: str) -> str | None:
+    """Why an optional parameter's best value is no reason to give it: a number another
+    parameter took that the question writes once (``taken_number``), or nothing at all (an
+    empty list, object or string: "in the deck" named ``deck`` and gave it ``[]``)."""
+    if taken_number(value, used, question):
+        return "taken number"
+    if value in ([], {}, ""):
+        return "empty"
+    return None
+
+
+_SCALE_NAMED = re.compile(r"(?i)thousand|million|billion|trillion|\bin\s+(?:k|m|bn)\b")
 
 
 def _decoded(text: str) -> Any:
