@@ -578,8 +578,13 @@ def _opens(part: str, value: Any) -> bool:
             # "from April 3rd to April 5th 2023": the year is written once, after the last
             return value in iso_dates(head) or value in iso_dates(f"{head.strip()}, {value[:4]}")
         return bool(re.match(rf"{re.escape(value)}\b", head, re.I))
-    written = str(int(value)) if float(value).is_integer() else repr(float(value))
-    return bool(re.match(rf"[$€£]?{re.escape(written)}(?!\.?\d)", head))
+    start = len(head) - len(head.lstrip("$€£"))
+    return any(at == start and number == float(value) for at, number in _numbers_in(head))
+
+
+def _numbers_in(text: str) -> list[tuple[int, float]]:
+    """Where ``text`` writes each number, and its value ("1,200" is 1200.0)."""
+    return [(m.start(), float(m.group().replace(",", ""))) for m in _GROUPED_NUMBER.finditer(text)]
 
 
 def direction_cue(name: str, value: Any, text: str) -> int:
@@ -617,8 +622,7 @@ def taken_number(value: Any, taken: list[Any], text: str) -> bool:
     numbers = [t for t in taken if isinstance(t, int | float) and not isinstance(t, bool)]
     if value not in numbers:
         return False
-    written = str(int(value)) if float(value).is_integer() else repr(float(value))
-    return len(re.findall(rf"(?<![\d.]){re.escape(written)}(?!\.?\d)", text)) <= 1
+    return sum(number == float(value) for _, number in _numbers_in(text)) <= 1
 
 
 # --- light normalisations ------------------------------------------------------------
