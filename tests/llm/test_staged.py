@@ -990,6 +990,14 @@ def test_a_name_the_tool_itself_carries_is_no_value_for_another_call():
             False,
         ),
         ("Area of a triangle with base 6 and height 9", [{"base": 6, "height": 9}], False),
+        # the same form of number, whatever the words around it: a year, a percentage
+        (
+            "Lawsuits filed in 2016, then the ones filed in the year 2017 as well",
+            [{"year": 2016}],
+            True,
+        ),
+        ("Growth at 3% a year for 5 years, or at 4.5% instead", [{"rate": 0.03}], True),
+        ("Revenue grew 5% in 2020 across 12 stores", [{"growth": 0.05, "year": 2020}], False),
     ],
 )
 def test_a_later_value_after_the_same_word_as_a_used_one(question, made, cued):
@@ -1032,12 +1040,23 @@ def test_a_later_value_after_the_same_word_as_a_used_one(question, made, cued):
         ("Area of a triangle with base 6 and height 9", [6, 9], [], []),
         ("The integral of x^2 from 1 to 3", [2, 1, 3], [], []),
         ("A loan of $500,000 from HSBC", [500000, "HSBC"], [], []),
+        # a year after a year, a percentage (as a fraction) after a percentage
+        ("Lawsuits filed in 2016 and those of the year 2017", [2017, 2016], [], [2017]),
+        ("At 3% for ten years or at 4.5% for ten years", [0.045, 0.03], [], [0.045]),
+        # four digits before a unit are no year
+        ("2000 calories on Monday and 1500 steps", [2000, 1500], [], []),
     ],
 )
 def test_a_value_stated_after_an_untaken_one_of_its_kind_waits(question, values, taken, waiting):
     assert sorted(values[i] for i in waiting_values(question, values, taken)) == sorted(
         waiting, key=str
     )
+
+
+def test_a_later_percentage_is_offered_as_written_and_as_a_fraction():
+    # the call took 3% as 0.03: the next call's rate is 4.5 as written or 0.045
+    question = "Growth at 3% a year for 5 years, or at 4.5% instead"
+    assert later_values(question, [{"rate": 0.03, "years": 5}]) == [4.5, 0.045]
 
 
 def test_a_request_is_not_split_inside_a_number_written_with_thousands():

@@ -309,7 +309,11 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
         return []
     later: list[Any] = []
     if numbers:
-        later += [v for start, _, v in stated if start >= end and v not in numbers]
+        for start, stop, v in stated:
+            if start >= end and v not in numbers:
+                later.append(v)
+                if _PERCENT_AFTER.match(question, stop):  # "1.5%", given as 0.015
+                    later.append(round(v / 100, 9))
     if strings:
         names = [
             g
@@ -376,12 +380,15 @@ def cued_again(question: str, args: list[dict[str, Any]], later: list[Any]) -> b
     stage 3" (after "stage"). The question repeating what it asks for with a new value: on
     BFCL's development split it held for half the questions that expect several calls of
     one tool and for none that expect one call."""
-    used = {_statement(question, v) for a in args for v in _flat_values(a)}
-    cues = {_cue(question, at) for at in used if at is not None} - {None}
+    used = [_span(question, v) for a in args for v in _flat_values(a)]
+    used = [span for span in used if span is not None]
+    cues = {_cue(question, span[0]) for span in used} - {None}
+    # or the same form of number: a year after a year, a percentage after a percentage
+    shapes = {_shape(question, span) for span in used} - {None}
     return any(
-        _cue(question, at) in cues
-        for at in (_statement(question, v) for v in later)
-        if at is not None
+        _cue(question, span[0]) in cues or _shape(question, span) in shapes
+        for span in (_span(question, v) for v in later)
+        if span is not None
     )
 
 
@@ -401,15 +408,23 @@ def asks_again(question: str) -> bool:
 
 
 def _span(question: str, value: Any) -> tuple[int, int] | None:
-    """Where ``question`` first states ``value``: its start and end."""
+    """Where ``question`` first states ``value``: its start and end (a fraction where the
+    question writes it as a percentage: 0.015 at "1.5%")."""
     if isinstance(value, int | float) and not isinstance(value, bool):
+        numbers = [
+            (m, float(m.group().replace(",", ""))) for m in _GROUPED_NUMBER.finditer(question)
+        ]
         return next(
-            (
-                (m.start(), m.end())
-                for m in _GROUPED_NUMBER.finditer(question)
-                if float(m.group().replace(",", "")) == float(value)
+            ((m.start(), m.end()) for m, n in numbers if n == float(value)),
+            next(
+                (
+                    (m.start(), m.end())
+                    for m, n in numbers
+                    if _PERCENT_AFTER.match(question, m.end())
+                    and round(n / 100, 9) == round(float(value), 9)
+                ),
+                None,
             ),
-            None,
         )
     if isinstance(value, str) and value.strip():
         at = question.casefold().find(value.casefold())
@@ -417,15 +432,46 @@ def _span(question: str, value: Any) -> tuple[int, int] | None:
     return None
 
 
+_PERCENT_AFTER = re.compile(r"\s?(?:%|percent\b|per cent\b)", re.IGNORECASE)
+_YEAR = re.compile(r"(?:1[5-9]|20)\d\d")
+_DATING = frozenset(["in", "year", "since", "until", "till", "during", "before", "after", "of"])
+
+
+def _shape(question: str, span: tuple[int, int]) -> str | None:
+    """What a stated number is by its own form: a percentage ("2%", "1.5 percent"), or a
+    year (four digits from 1500 to 2099 after a word that dates, or followed by no word but
+    a function word: "filed in 2019, also ... in the year 2018 against"; not "2000
+    calories"). None for other values."""
+    text = question[span[0] : span[1]]
+    if not _GROUPED_NUMBER.fullmatch(text):  # a name ("Rock") has no such form
+        return None
+    if _PERCENT_AFTER.match(question, span[1]):
+        return "percent"
+    if not _YEAR.fullmatch(text):
+        return None
+    after = re.match(r"\s*([a-z]+)", question[span[1] :].casefold())
+    before = re.search(r"([a-z]+)\W*$", question[: span[0]].casefold())
+    if (before is not None and before.group(1) in _DATING) or (
+        after is None or after.group(1) in _CUE_STOP
+    ):
+        return "year"
+    return None
+
+
 def _cues(question: str, span: tuple[int, int]) -> set[str]:
     """The words that mark what a stated value is: the content word before it ("income" in
     "annual income of $120,000") and a word right after it ("Kelvin" in "350 Kelvin", "song"
-    in "Rock song"); words of three letters or more ("x" in "x^2 from 1" marks nothing)."""
+    in "Rock song"); words of three letters or more ("x" in "x^2 from 1" marks nothing). A
+    number's own form marks it too (``_shape``: a percentage, a year), whatever words stand
+    around it: "filed in 2019, ... the year 2018"; "a growth rate of 2% ... 1.5% ... 2.5%"."""
     before = _cue(question, span[0])
     after = re.match(r"\s*([a-z]+)", question[span[1] :].casefold())
     cues = {("before", before)} if before and len(before) > 2 else set()
     if after and after.group(1) not in _CUE_STOP and len(after.group(1)) > 2:
         cues.add(("after", after.group(1)))
+    shape = _shape(question, span)
+    if shape is not None:
+        cues.add(("shape", shape))
     return cues
 
 
