@@ -628,6 +628,31 @@ def added_weight(rows, staged: StagedSettings, feature: str = "again", folds: in
     }
 
 
+CONTINUE_SHIFTS = (-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0)
+
+
+def continue_bias_curve(rows, staged: StagedSettings) -> dict[float, dict[str, list[int]]]:
+    """The configured another-call decision with its bias moved by each of
+    ``CONTINUE_SHIFTS``: per shift, [right, cases] for the questions that expect several
+    calls ("several") and for those that expect one ("one"). What making a second call
+    more often buys in the first, and costs in the second."""
+    cases = [r for r in rows if "continue" in r]
+    if not cases:
+        return {}
+    weights = np.array([getattr(staged, w) for w in CONTINUE_WEIGHTS])
+    x, y = _continue_xy(cases)
+    margin = x @ weights + staged.continue_bias
+    several = y > 0.5
+    curve = {}
+    for shift in CONTINUE_SHIFTS:
+        more = margin + shift > 0
+        curve[shift] = {
+            "several": [int((more & several).sum()), int(several.sum())],
+            "one": [int((~more & ~several).sum()), int((~several).sum())],
+        }
+    return curve
+
+
 def _report_compared(rows, compared: dict, out: Path, stage: str, labels) -> None:
     """Write one stage's evidence (``features_<stage>.jsonl``) and comparison
     (``<stage>.json``), and print in-sample and out-of-fold accuracy with and without the
@@ -712,6 +737,18 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"configured weights + again: out-of-fold {100 * added['out_of_fold']:.1f} % "
             f"(without: {100 * added['without']:.1f} %), weight {added['weight']:g}"
+        )
+        curve = continue_bias_curve(rows, profile.tool_calling.staged)
+        (Path(args.out) / "continue_curve.json").write_text(
+            json.dumps({str(k): v for k, v in curve.items()}, indent=2) + "\n", "utf-8"
+        )
+        print(
+            "another call, configured weights, bias moved by: "
+            + "; ".join(
+                f"{k:+g}: several {v['several'][0]}/{v['several'][1]}, "
+                f"one {v['one'][0]}/{v['one'][1]}"
+                for k, v in curve.items()
+            )
         )
         return 0
     cases = load_cases(args.cases)[: args.limit]

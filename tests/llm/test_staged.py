@@ -1045,6 +1045,14 @@ def test_a_later_value_after_the_same_word_as_a_used_one(question, made, cued):
         ("At 3% for ten years or at 4.5% for ten years", [0.045, 0.03], [], [0.045]),
         # four digits before a unit are no year
         ("2000 calories on Monday and 1500 steps", [2000, 1500], [], []),
+        # lists written out in brackets, after the same word as an earlier one ("range"
+        # is also the content word before [5, 5])
+        (
+            "Integrate [2, 0, 1] over the range [1, 4], then [5, 5] over the range [0, 2]",
+            [[0, 2], [1, 4], [5, 5]],
+            [[2, 0, 1]],
+            [[0, 2], [5, 5]],
+        ),
     ],
 )
 def test_a_value_stated_after_an_untaken_one_of_its_kind_waits(question, values, taken, waiting):
@@ -1057,6 +1065,49 @@ def test_a_later_percentage_is_offered_as_written_and_as_a_fraction():
     # the call took 3% as 0.03: the next call's rate is 4.5 as written or 0.045
     question = "Growth at 3% a year for 5 years, or at 4.5% instead"
     assert later_values(question, [{"rate": 0.03, "years": 5}]) == [4.5, 0.045]
+
+
+def test_a_name_inside_a_used_value_written_otherwise_is_no_later_value():
+    # the call wrote "Washington, DC"; the question's "D.C." is part of it, not a new place
+    question = "How far is it from Austin, TX to Washington, D.C. by road?"
+    made = [{"start": "Austin, TX", "end": "Washington, DC"}]
+    assert later_values(question, made) == []
+    assert later_values(question, [{"start": "Austin, TX"}]) == ["Washington", "D.C"]
+
+
+def test_an_exponent_is_no_later_value():
+    # the 2 of "m/s^2" is part of a unit: no value left for another call
+    question = "Speed after 4 seconds, then after 6 seconds, with gravity 9.8 m/s^2"
+    assert later_values(question, [{"time": 6, "gravity": 9.8}]) == []
+    assert later_values(question, [{"time": 4}]) == [6, 9.8]
+
+
+def test_a_call_does_not_take_its_own_name_as_an_argument():
+    # the question names the tool in quotes; its target is another span, whatever the
+    # model's likelihood of the tool's name
+    tool = {
+        "name": "fit_model",
+        "description": "Fit a model.",
+        "parameters": {
+            "type": "object",
+            "properties": {"target": {"type": "string"}},
+            "required": ["target"],
+        },
+    }
+    backend = ScriptedBackend(
+        scorer=scorer(
+            {
+                CALL_OPENING: 0.0,
+                ANSWER_OPENING: -5.0,
+                '"fit_model"': -1.0,
+                '"Price"': -3.0,
+                '"]}': 0.0,
+                "]}": 0.0,
+            }
+        )
+    )
+    result = ask("Use the 'fit_model' function to predict Price", backend, tools=[tool])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"target": "Price"}
 
 
 def test_a_request_is_not_split_inside_a_number_written_with_thousands():

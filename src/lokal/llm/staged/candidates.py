@@ -310,7 +310,8 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
     later: list[Any] = []
     if numbers:
         for start, stop, v in stated:
-            if start >= end and v not in numbers:
+            # an exponent is no value of its own: the 2 of "m/s^2", of "x^2"
+            if start >= end and v not in numbers and not question[:start].endswith("^"):
                 later.append(v)
                 if _PERCENT_AFTER.match(question, stop):  # "1.5%", given as 0.015
                     later.append(round(v / 100, 9))
@@ -333,10 +334,13 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
             # so is the state after a used city ("Los Angeles, California")
             and not any(question[: m.start()].rstrip(", ").casefold().endswith(u) for u in strings)
         ]
+        # in letters and digits only: "D.C" is part of a used "Washington, DC"
+        bare = [re.sub(r"\W+", "", u) for u in strings]
         later += [
             n
             for n in names
             if not any(n.casefold() in u or u in n.casefold() for u in strings)
+            and not any(b and b in u for b in [re.sub(r"\W+", "", n.casefold())] for u in bare)
             and not (dated and n.split()[0].casefold() in _MONTHS)
         ]
     named = {w.casefold() for t in tools for w in name_words(t).split()}
@@ -409,7 +413,8 @@ def asks_again(question: str) -> bool:
 
 def _span(question: str, value: Any) -> tuple[int, int] | None:
     """Where ``question`` first states ``value``: its start and end (a fraction where the
-    question writes it as a percentage: 0.015 at "1.5%")."""
+    question writes it as a percentage: 0.015 at "1.5%"; a list where it writes the list
+    out in brackets)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         numbers = [
             (m, float(m.group().replace(",", ""))) for m in _GROUPED_NUMBER.finditer(question)
@@ -429,6 +434,16 @@ def _span(question: str, value: Any) -> tuple[int, int] | None:
     if isinstance(value, str) and value.strip():
         at = question.casefold().find(value.casefold())
         return (at, at + len(value)) if at >= 0 else None
+    if isinstance(value, list) and value:
+        # a list where the question writes it out in brackets: "the interval [0, 3]"
+        return next(
+            (
+                (m.start(), m.end())
+                for m in _BRACKETED.finditer(question)
+                if _list_items(re.split(r"[,;，；、]", m.group(1))) == value
+            ),
+            None,
+        )
     return None
 
 

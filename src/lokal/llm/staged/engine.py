@@ -52,6 +52,7 @@ from lokal.config import ToolCallingSettings
 from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
+from lokal.llm.currencies import currency_codes, wants_currency
 from lokal.llm.places import asks_city_state, city_state_forms
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import (
@@ -465,6 +466,9 @@ class StagedEngine:
         self._last: Completion | None = None
         self._cut: str | None = None
         self._param_name = ""
+        # a candidate value → the words the question writes it in, where they differ
+        # ("EUR" ← "euros"): where from and where to are read from those words
+        self._written: dict[Any, str] = {}
         self.deadline = deadline  # time.perf_counter() value after which the decision stops
         self._per_continuation = 0.0  # seconds per scored continuation, last measured
         # seconds per generated token: measured by this decision's generations, until then
@@ -786,6 +790,17 @@ class StagedEngine:
         ``args``: the arguments of this reply's calls (default: those found)."""
         if args is None:
             args = [c["args"] for c in self.found if isinstance(c.get("args"), dict)]
+        # a value the question writes in other words has used those words ("EUR" used
+        # "euros"): they are no value stated later
+        args = [
+            *args,
+            *(
+                {"as_written": self._written[v]}
+                for a in args
+                for v in a.values()
+                if isinstance(v, str) and v in self._written
+            ),
+        ]
         values = later_values(self.question, args, self.tools)
         # and those marked like a used one wherever they stand ("Pop song ... Rock song in
         # Australia" after the call for Pop in Australia)
@@ -906,6 +921,12 @@ class StagedEngine:
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
             # an option the description lists, as it spells it: 'gas' for "gas-powered"
             values += [o for o in options if o not in values]
+            if wants_currency(self._param_name, spec):
+                # "200 euros" for a currency: "EUR" (lokal.llm.currencies)
+                for code, words in currency_codes(" ".join(sources)):
+                    self._written[code] = words
+                    if code not in values:
+                        values.append(code)
         elif kinds and kinds <= {"number", "integer", "null"}:
             for source in sources:
                 # digits first, then the normalised forms: "three" → 3, "5%" → 0.05, "9.8
@@ -951,6 +972,11 @@ class StagedEngine:
             values += [u for u in stated_units(self.question) if u not in values]
             values = [v for v in values if isinstance(v, str) and is_unit(v)] or values
         tool = self.tools.get((self.pending or {}).get("name", ""))
+        if tool is not None:
+            # a call is no argument of itself: "use the 'run_linear_regression' function"
+            # names the tool, not its target
+            own = tool.name.casefold()
+            values = [v for v in values if not (isinstance(v, str) and v.casefold() == own)]
         if tool is not None and inferred_format(self._param_name, spec) == "path":
             # a table tool takes the table the question names, not the notes beside it
             values = [v for v in values if fits_the_file(tool, [str(v)])] or values
@@ -969,9 +995,11 @@ class StagedEngine:
             values = [v for v in whole if not any(v != w and v in w for w in whole)]
         cap = getattr(self.staged, "max_candidates", _MAX_CANDIDATES)
         if len(values) > cap:
-            quoted = {
-                g for source in sources for m in QUOTED.finditer(source) for g in m.groups() if g
-            } | set(options)
+            quoted = (
+                {g for source in sources for m in QUOTED.finditer(source) for g in m.groups() if g}
+                | set(options)
+                | set(self._written)
+            )
             self.capped = max(self.capped, len(values))
             values = capped(values, cap, quoted)
         fresh = [v for v in values if v not in used]
@@ -1054,7 +1082,8 @@ class StagedEngine:
             # "Convert 150 Euros to Canadian dollars": "Canadian" is where to, not from
             # (candidates.direction_cue)
             for i, item in enumerate(_decoded(text) for text in texts):
-                cue = direction_cue(self._param_name, item, self._source)
+                written = self._written.get(item, item) if isinstance(item, str) else item
+                cue = direction_cue(self._param_name, written, self._source)
                 adjusted[i] += cue * self.staged.direction_value_bonus
         if self._later and self.staged.later_value_bonus:
             # a call after the first takes the values stated after the earlier calls' ones,
