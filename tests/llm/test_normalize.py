@@ -8,6 +8,7 @@ import pytest
 
 from lokal.llm.staged.candidates import (
     boolean_cue,
+    clock_times,
     direction_cue,
     follow_up_candidates,
     formula_candidates,
@@ -154,6 +155,10 @@ def test_a_rate_takes_a_percentage_as_a_fraction(name, description, values, kept
         ("prices ['a', 'b']", [["a", "b"]]),
         ("the NPV (Net Present Value) of 1,000 or 2,500.50", []),
         ("from Boston to Chicago", []),
+        # numbers with "and" before the last, with or without a comma; not the head alone
+        ("the sum of 12, 15, 18 and 20", [[12, 15, 18, 20]]),
+        ("the scores 7.5, 8 and 9", [[7.5, 8, 9]]),
+        ("between 4 and 8", []),
     ],
 )
 def test_lists_the_question_writes_out(text, lists):
@@ -645,3 +650,28 @@ def test_a_number_given_scaled_is_no_value_left_for_another_call():
     call = {"country": "Brazil", "year": "2022", "population": 213000000}
     assert later_values(question, [{**call, "area": 8500000}]) == []
     assert later_values(question, [call]) == [8.5]
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "text", "times"),
+    [
+        # a string time, "HH:MM" unless the description says "HH:MM:SS"
+        ("departure_time", {"type": "string"}, "leaves at 5:30 pm or 7 a.m.", ["17:30", "07:00"]),
+        ("at", {"type": "string", "description": "Time, HH:MM:SS"}, "at 9 PM", ["21:00:00"]),
+        (
+            "start",
+            {"type": "string", "description": "in 24-hour format"},
+            "12 am, 12 pm",
+            ["00:00", "12:00"],
+        ),
+        # an hour counted in 24, only when the description says so
+        ("closing", {"type": "integer", "description": "In 24 hour format."}, "until 11 PM", [23]),
+        ("closing_hour", {"type": "integer", "description": "The hour."}, "until 11 PM", []),
+        # no time parameter, no time of day, no such hour
+        ("location", {"type": "string"}, "at 5 pm", []),
+        ("time", {"type": "string"}, "in 5 minutes", []),
+        ("time", {"type": "string"}, "at 13 pm", []),
+    ],
+)
+def test_clock_times_in_the_form_a_parameter_takes(name, spec, text, times):
+    assert clock_times(name, spec, text) == times

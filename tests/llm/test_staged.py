@@ -16,6 +16,8 @@ from lokal.llm.staged.candidates import (
     clauses,
     column_cue,
     cued_again,
+    date_form,
+    in_date_form,
     later_values,
     named_switch,
     names_parameter,
@@ -645,6 +647,51 @@ def test_a_date_written_in_words_fills_a_date_parameter():
     assert result["ai_message"]["tool_calls"][0]["args"]["start_date"] == "2023-03-10"
 
 
+def test_a_date_takes_the_form_its_description_states():
+    # "in the format DD/MM/YYYY": the ISO form is offered as 16/03/2024, and nothing else
+    # of a date's shape is left (live_simple_245-127-0 gave "2024-03-16")
+    tool = {
+        **HOTEL,
+        "parameters": {
+            **HOTEL["parameters"],
+            "properties": {
+                "location": {"type": "string"},
+                "start_date": {"type": "string", "description": "In the format DD/MM/YYYY."},
+            },
+        },
+    }
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "hotel": 0.0, '"2024-03-16"': 0.0}
+    table['"16/03/2024"'] = -2.0
+    question = "Book a room in Oslo from the 16th of March 2024."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[tool])
+    assert result["ai_message"]["tool_calls"][0]["args"]["start_date"] == "16/03/2024"
+
+
+@pytest.mark.parametrize(
+    ("description", "form", "written"),
+    [
+        ("Departure date in the format DD/MM/YYYY", "DD/MM/YYYY", "16/03/2024"),
+        ("The date (MM-DD-YYYY)", "MM-DD-YYYY", "03-16-2024"),
+        ("as mm/dd/yy", "MM/DD/YY", "03/16/24"),
+        # ISO's own form, or none: the ISO date as it is
+        ("The date, YYYY-MM-DD", None, None),
+        ("The day of the trip", None, None),
+    ],
+)
+def test_the_date_form_a_description_states(description, form, written):
+    assert date_form(description) == form
+    if form is not None:
+        assert in_date_form("2024-03-16", form) == written
+    assert in_date_form("next Friday", "DD/MM/YYYY") == "next Friday"
+
+
+def test_the_passage_after_a_closing_colon_is_one_value():
+    question = "Order a burger with this change, verbatim: no onions, extra cheese."
+    assert "no onions, extra cheese" in text_spans(question)
+    # the colon of a time opens no passage
+    assert "00 from 5 Elm St" not in text_spans("Leave at 14:00 from 5 Elm St")
+
+
 WEATHER_ON = {
     "name": "Weather_1_GetWeather",
     "description": "The weather of a city on a date.",
@@ -1108,6 +1155,33 @@ def test_a_call_does_not_take_its_own_name_as_an_argument():
     )
     result = ask("Use the 'fit_model' function to predict Price", backend, tools=[tool])
     assert result["ai_message"]["tool_calls"][0]["args"] == {"target": "Price"}
+
+
+def _city_tool(name):
+    return {
+        "name": name,
+        "description": f"{name} between two cities.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city1": {"type": "string"}, "city2": {"type": "string"}},
+            "required": ["city1", "city2"],
+        },
+    }
+
+
+def test_the_tool_the_part_of_the_request_names_is_the_call_and_no_value():
+    # the model (scripted) likes distance_find and the quoted name as a city; the part of
+    # the request names time_difference, and a tool's name is no argument
+    tools = [_city_tool("distance_find"), _city_tool("time_difference")]
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "distance_find": 0.0}
+    table |= {"time_difference": -1.5, '"time_difference"': 0.0, '"London"': -1.0, '"Paris"': -2.0}
+    question = "Using the 'time_difference' function, compare London and Paris"
+    profile = staged_profile(name_file_weight=2.0)
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), profile=profile, tools=tools)
+    call = result["ai_message"]["tool_calls"][0]
+    assert call["name"] == "time_difference"
+    assert "time_difference" not in call["args"].values()
+    assert result["attempts"][0]["staged"]["calls"][0]["scores"]["time_difference"]["file"] == 1.0
 
 
 def test_a_request_is_not_split_inside_a_number_written_with_thousands():

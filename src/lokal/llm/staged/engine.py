@@ -60,6 +60,7 @@ from lokal.llm.signals import (
     asks_a_tool_step,
     fits_the_file,
     names_a_file,
+    names_a_tool,
     question_signals,
 )
 from lokal.llm.staged.candidates import (
@@ -70,11 +71,14 @@ from lokal.llm.staged.candidates import (
     asks_again,
     boolean_cue,
     clauses,
+    clock_times,
     column_cue,
     cued_again,
+    date_form,
     direction_cue,
     follow_up_candidates,
     formula_candidates,
+    in_date_form,
     inferred_format,
     is_a_topic,
     is_expression,
@@ -696,6 +700,11 @@ class StagedEngine:
         # calculator ("How many bottles fit in 8 crates?" ranked count_letter_in_string first)
         if not self.has_results and self._states_arithmetic():
             follow_up |= {n for n, tool in self.tools.items() if does_arithmetic(tool)}
+        # a tool the part of the request this call is about names ("..., then the time
+        # difference using the 'timezones.get_difference' function"); the first part for
+        # the first call
+        part = focus if focus is not None else (self.clauses[0] if self.clauses else "")
+        follow_up |= set(names_a_tool(part, self.tools.values()))
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
             ranked = scored.get(name)
@@ -919,8 +928,20 @@ class StagedEngine:
             if inferred_format(self._param_name, spec) == "date":
                 # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
+                form = date_form(str(spec.get("description") or ""))
+                if form is not None:
+                    # "in the format DD/MM/YYYY": "2024-03-16" as "16/03/2024"
+                    values = list(
+                        dict.fromkeys(
+                            in_date_form(v, form) if isinstance(v, str) else v for v in values
+                        )
+                    )
             # an option the description lists, as it spells it: 'gas' for "gas-powered"
             values += [o for o in options if o not in values]
+            # "at 5:30 pm" for a time: "17:30" (candidates.clock_times)
+            values += [
+                t for t in clock_times(self._param_name, spec, self.question) if t not in values
+            ]
             if wants_currency(self._param_name, spec):
                 # "200 euros" for a currency: "EUR" (lokal.llm.currencies)
                 for code, words in currency_codes(" ".join(sources)):
@@ -936,6 +957,10 @@ class StagedEngine:
                         continue
                     if number not in values:
                         values.append(number)
+            # "until at least 11 PM" for an hour counted in 24: 23
+            values += [
+                t for t in clock_times(self._param_name, spec, self.question) if t not in values
+            ]
             values = percent_form(self._param_name, spec, values, " ".join(sources))
             # "213 million" is 213000000, not 213, unless the parameter counts in millions
             said = f"{self._param_name} {spec.get('description') or ''}"
@@ -972,11 +997,10 @@ class StagedEngine:
             values += [u for u in stated_units(self.question) if u not in values]
             values = [v for v in values if isinstance(v, str) and is_unit(v)] or values
         tool = self.tools.get((self.pending or {}).get("name", ""))
-        if tool is not None:
-            # a call is no argument of itself: "use the 'run_linear_regression' function"
-            # names the tool, not its target
-            own = tool.name.casefold()
-            values = [v for v in values if not (isinstance(v, str) and v.casefold() == own)]
+        # a tool's name is no argument: "use the 'run_linear_regression' function" names
+        # the tool, not its target; "using the 'geodistance.find' function" is no city
+        names = {n.casefold() for n in self.tools}
+        values = [v for v in values if not (isinstance(v, str) and v.casefold() in names)]
         if tool is not None and inferred_format(self._param_name, spec) == "path":
             # a table tool takes the table the question names, not the notes beside it
             values = [v for v in values if fits_the_file(tool, [str(v)])] or values
