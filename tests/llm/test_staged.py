@@ -13,6 +13,7 @@ from lokal.llm.decide import generate_ai_message
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
 from lokal.llm.staged.candidates import (
     asks_again,
+    bare_ordinals,
     clauses,
     column_cue,
     cued_again,
@@ -1839,3 +1840,68 @@ def test_an_optional_parameter_with_nothing_to_give_is_left_out():
     result = ask("Find the Queen in the deck.", backend, tools=[DECK])
     assert result["ai_message"]["tool_calls"][0]["args"] == {"rank": "Queen"}
     assert result["attempts"][-1]["staged"]["optional_left_out"] == {"deck": "empty"}
+
+
+def test_a_name_written_with_its_comma_is_one_candidate():
+    # BFCL simple_python_380 (dev split): "near Manhattan, New York"
+    spans = text_spans("Book a room near Manhattan, New York for 3 nights.")
+    assert "Manhattan, New York" in spans and "Manhattan New York" in spans
+    assert "San Francisco, CA" in text_spans("Find restaurants in San Francisco, CA tonight.")
+    # a lower-case word after the comma ends no name: "Boston, and you" is none
+    assert not [s for s in text_spans("I live in Boston, and you?") if "," in s]
+
+
+def test_an_ordinal_before_its_noun_is_no_value_alone():
+    # BFCL simple_python_265 (dev split): "made in the 19th century"
+    values = text_spans("Find sculptures that were made in the 19th century.")
+    kept = bare_ordinals(values)
+    assert "19th" in values and "19th" not in kept and "19th century" in kept
+    # the ordinal a question ends on stays
+    assert "5th" in bare_ordinals(text_spans("Book it for the 5th"))
+
+
+SEASON_TOOL = {
+    "name": "sports_stats",
+    "description": "A player's performance in a tournament and season.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "tournament": {"type": "string"},
+            "season": {"type": "string"},
+            "address": {"type": "string"},
+        },
+        "required": ["tournament", "season"],
+    },
+}
+
+
+def test_a_value_does_not_hold_another_parameters_value():
+    # BFCL simple_python_305 (dev split): tournament "La Liga 2020-2021" beside season
+    # "2020-2021" becomes "La Liga"
+    def score(prefix, continuation):
+        if prefix.endswith('"tournament": '):
+            return scorer({'"La Liga 2020-2021"': -1.0, '"La Liga"': -2.0})(prefix, continuation)
+        if prefix.endswith('"season": '):
+            return scorer({'"2020-2021"': -0.5})(prefix, continuation)
+        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0})(prefix, continuation)
+
+    backend = ScriptedBackend(scorer=score)
+    result = ask("Goals of Messi in La Liga 2020-2021 season", backend, tools=[SEASON_TOOL])
+    args = result["ai_message"]["tool_calls"][0]["args"]
+    assert args == {"tournament": "La Liga", "season": "2020-2021"}
+    trace = result["attempts"][-1]["staged"]["args"][0]["tournament"]
+    assert trace["switched"] == "holds another parameter's value"
+
+
+def test_a_value_written_with_a_comma_keeps_what_it_holds():
+    def score(prefix, continuation):
+        if prefix.endswith('"tournament": '):
+            return scorer({'"Cup 2020, Paris"': -1.0, '"Cup"': -2.0})(prefix, continuation)
+        if prefix.endswith('"season": '):
+            return scorer({'"Paris"': -0.5})(prefix, continuation)
+        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0})(prefix, continuation)
+
+    backend = ScriptedBackend(scorer=score)
+    result = ask("Results of 'Cup 2020, Paris' in Paris", backend, tools=[SEASON_TOOL])
+    args = result["ai_message"]["tool_calls"][0]["args"]
+    assert args == {"tournament": "Cup 2020, Paris", "season": "Paris"}

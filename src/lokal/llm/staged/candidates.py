@@ -42,6 +42,7 @@ __all__ = [
     "MAX_LIST_ITEMS",
     "QUOTED",
     "asks_again",
+    "bare_ordinals",
     "boolean_cue",
     "clauses",
     "cued_again",
@@ -114,6 +115,57 @@ def _not_an_edge(word: str) -> bool:
 _AFTER_COLON = re.compile(r":\s+([^:\n]{3,120}?)[\s.?!]*$")
 
 
+def _named(word: str) -> bool:
+    return word[:1].isupper()
+
+
+def _comma_name(raw: list[str], i: int) -> str | None:
+    """A name written with its comma, starting at word ``i``: "Manhattan, New York", "San
+    Francisco, CA" (the spans drop the comma). Each side is a run of up to three capitalised
+    words; the right side ends at punctuation or at a word in lower case. A capitalised word
+    before ``i`` starts a longer candidate of its own ("Visit Paris, London", "Paris,
+    London"): the model's likelihood chooses."""
+    left: list[str] = []
+    k = i
+    while k < len(raw) and len(left) < 3 and _named(raw[k]):
+        left.append(raw[k])
+        if raw[k][-1:] in _EDGE:
+            break
+        k += 1
+    if not left or not left[-1].endswith(",") or left[-1].count(",") != 1 or k + 1 >= len(raw):
+        return None
+    right: list[str] = []
+    for word in raw[k + 1 : k + 4]:
+        if not _named(word):
+            break
+        right.append(word)
+        if word[-1:] in _EDGE:
+            break
+    if not right:
+        return None
+    name = " ".join([*left, *right]).strip(_EDGE)
+    return name if name.count(",") == 1 else None
+
+
+_BARE_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)", re.IGNORECASE)
+
+
+def bare_ordinals(values: list[Any]) -> list[Any]:
+    """The string values without an ordinal that the question writes before a noun:
+    "19th" of "the 19th century" is no value, "19th century" is; an ordinal the question
+    ends on ("on the 5th") stays."""
+    strings = [v for v in values if isinstance(v, str)]
+    return [
+        v
+        for v in values
+        if not (
+            isinstance(v, str)
+            and _BARE_ORDINAL.fullmatch(v)
+            and any(w.startswith(f"{v} ") for w in strings)
+        )
+    ]
+
+
 def text_spans(text: str, *, max_words: int = _MAX_SPAN_WORDS) -> list[str]:
     """Candidate string values in ``text``: runs of up to ``max_words`` words (punctuation
     at their edges removed, not starting or ending with a lower-case function word), quoted
@@ -141,6 +193,9 @@ def text_spans(text: str, *, max_words: int = _MAX_SPAN_WORDS) -> list[str]:
             out.setdefault(words[i][:-2], None)  # "r's" -> "r"
         if _not_an_edge(words[i]):
             continue
+        place = _comma_name(raw, i)
+        if place is not None:
+            out.setdefault(place, None)
         for j in range(i + 1, min(len(words), i + max_words) + 1):
             if _not_an_edge(words[j - 1]):
                 continue

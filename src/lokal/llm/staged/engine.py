@@ -69,6 +69,7 @@ from lokal.llm.staged.candidates import (
     QUOTED,
     UNIT_NAME,
     asks_again,
+    bare_ordinals,
     boolean_cue,
     clauses,
     clock_times,
@@ -421,6 +422,30 @@ def _distinct_strings(ranked: dict[str, list[tuple[str, float]]]) -> dict[str, s
             break
         position[loser] += 1
     return {name: value(name) for name in ranked}
+
+
+def _apart(values: dict[str, str], ranked: dict[str, list[tuple[str, float]]]) -> dict[str, str]:
+    """No string value holds another parameter's: "La Liga 2020-2021" for the tournament when
+    the season took "2020-2021" becomes "La Liga", where that rest is one of its candidates.
+    A value the question writes with a comma is one value as written ("5 Elm St,
+    Springfield" for an address beside its city) and stays."""
+    texts = {name: _decoded(text) for name, text in values.items()}
+    out = dict(values)
+    for name, value in texts.items():
+        if not isinstance(value, str) or "," in value:
+            continue
+        offered = {text for text, _ in ranked.get(name, [])}
+        for other, part in texts.items():
+            if other == name or not isinstance(part, str) or len(part) < 2 or part == value:
+                continue
+            match = re.search(rf"(?<!\w){re.escape(part)}(?!\w)", value)
+            if match is None:
+                continue
+            rest = " ".join(f"{value[: match.start()]} {value[match.end() :]}".split())
+            if rest and json.dumps(rest, ensure_ascii=False) in offered:
+                out[name] = json.dumps(rest, ensure_ascii=False)
+                break
+    return out
 
 
 @dataclass
@@ -904,6 +929,8 @@ class StagedEngine:
         elif kinds and kinds <= {"string", "null"}:
             for source in sources:
                 values += [v for v in text_spans(source) if v not in values]
+            # "19th century", not "19th" (candidates.bare_ordinals)
+            values = bare_ordinals(values)
             if expression:
                 # "2.5 times 40" offered as "2.5 * 40" too (lokal.llm.staged.candidates)
                 values += [f for s in sources for f in formula_candidates(s) if f not in values]
@@ -1194,11 +1221,16 @@ class StagedEngine:
                 used.append(json.loads(ranked[name][0][0]))
                 if self.pending is not None:
                     self.pending["args"][name] = used[-1]
-        values = _distinct_strings({n: r for n, r in ranked.items()})
+        distinct = _distinct_strings({n: r for n, r in ranked.items()})
+        values = _apart(distinct, ranked)
         for name, value in values.items():
             if value != ranked[name][0][0]:
                 chosen[name]["chosen"] = value
-                chosen[name]["switched"] = "same value as another parameter"
+                chosen[name]["switched"] = (
+                    "same value as another parameter"
+                    if value == distinct[name]
+                    else "holds another parameter's value"
+                )
         self.trace.setdefault("args", []).append(chosen)
         self._ranked = {n: ranked[n] for n in names}
         body = ", ".join(f"{json.dumps(n, ensure_ascii=False)}: {values[n]}" for n in names)
