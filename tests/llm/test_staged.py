@@ -16,6 +16,8 @@ from lokal.llm.staged.candidates import (
     bare_ordinals,
     clauses,
     column_cue,
+    compound_heads,
+    counted_items,
     cued_again,
     date_form,
     in_date_form,
@@ -23,10 +25,12 @@ from lokal.llm.staged.candidates import (
     named_switch,
     names_parameter,
     sibling_values,
+    singular_names,
     text_numbers,
     text_spans,
     waiting_values,
     wants_numbers,
+    whole_names,
 )
 
 NEUTRAL = {
@@ -1905,3 +1909,106 @@ def test_a_value_written_with_a_comma_keeps_what_it_holds():
     result = ask("Results of 'Cup 2020, Paris' in Paris", backend, tools=[SEASON_TOOL])
     args = result["ai_message"]["tool_calls"][0]["args"]
     assert args == {"tournament": "Cup 2020, Paris", "season": "Paris"}
+
+
+@pytest.mark.parametrize(
+    "question, counted",
+    [
+        # BFCL simple_python_370, simple_python_375, live_simple_250 (dev split)
+        (
+            "Order three bottles of olive oil and a five pound bag of rice from Safeway.",
+            [(3, "olive oil"), (1, "rice")],
+        ),
+        (
+            "Check the price of three pumpkins and two dozen eggs at Walmart.",
+            [(3, "pumpkins"), (24, "eggs")],
+        ),
+        ("I'd like two Big Macs and one McFlurry.", [(2, "Big Macs"), (1, "McFlurry")]),
+        ("Buy 2 apples, 3 pears, and 1 melon please", [(2, "apples"), (3, "pears"), (1, "melon")]),
+        # one counted thing is no list; a clause after a count is no item
+        ("Plan a 7-day trip to Tokyo with a budget of $200", []),
+        ("Send two reports that describe the whole quarter in detail and one note", []),
+    ],
+)
+def test_the_items_a_question_counts(question, counted):
+    assert counted_items(question) == counted
+
+
+def test_item_names_in_the_singular():
+    assert singular_names(["Big Macs", "McFlurry", "glasses", "cherries"]) == [
+        "Big Mac",
+        "McFlurry",
+        "glass",
+        "cherry",
+    ]
+
+
+ORDER_TOOL = {
+    "name": "order_food",
+    "description": "Order food.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"type": "string"}},
+            "quantities": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": ["items", "quantities"],
+    },
+}
+
+
+def test_an_orders_items_and_quantities_are_candidates():
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, '["Big Mac"': -0.5, '["Big Macs"': -1.0}
+    backend = ScriptedBackend(scorer=scorer(table))
+    result = ask("I'd like two Big Macs and one McFlurry.", backend, tools=[ORDER_TOOL])
+    args = result["ai_message"]["tool_calls"][0]["args"]
+    assert args == {"items": ["Big Mac", "McFlurry"], "quantities": [2, 1]}
+    offered = next(c for p, c in backend.scored if p.endswith('"items": '))
+    assert {c.split("]")[0] + "]" for c in offered} == {
+        '["Big Macs", "McFlurry"]',
+        '["Big Mac", "McFlurry"]',
+    }
+
+
+def test_the_thing_a_hyphenated_participle_names():
+    # BFCL simple_python_200, multiple_145 (dev split): fuel_type "gas" of "gas-fueled"
+    question = "CO2 of a gas-fueled car, a solar-powered home and a well-known plant-based diet"
+    assert compound_heads(question) == ["gas", "solar", "plant"]
+    assert compound_heads("a state-of-the-art, 19th-century, X-rayed thing") == []
+
+
+@pytest.mark.parametrize(
+    "question, away",
+    [
+        # BFCL parallel_120, parallel_multiple_100 (dev split): the whole name, as written
+        (
+            "the Amazon Rainforest and the Boreal Forests of Canada",
+            {"Amazon", "Boreal Forests", "Boreal"},
+        ),
+        ("the stock price of Apple Inc. over the next 30 days", {"Apple"}),
+        ("a supermarket in New York City that opens 24 hours", {"New York", "New"}),
+    ],
+)
+def test_a_name_the_question_writes_whole_is_offered_whole(question, away):
+    values = text_spans(question)
+    kept = whole_names(values, question)
+    assert away <= set(values) and not away & set(kept)
+    assert set(kept) == set(values) - away
+
+
+def test_the_end_of_a_name_and_a_name_alone_stay():
+    question = "Visit Paris and Rome"
+    assert "Paris" in whole_names(text_spans(question), question)
+    # no whole name offered: nothing taken away
+    assert whole_names(["New York"], "New York City") == ["New York"]
+
+
+def test_a_name_that_ends_with_what_the_value_is_keeps_its_beginning():
+    # BFCL simple_python_355 (dev split): "the Beef Lasagna Recipe" for a recipe
+    question = "How many calories in the Beef Lasagna Recipe from Foodnetwork.com?"
+    values = text_spans(question)
+    assert "Beef Lasagna" in whole_names(values, question, ["recipe", "calories"])
+    assert "Beef Lasagna" not in whole_names(values, question)
+    # a run that ends with a number ends with a value of its own (a season)
+    question = "Goals of Messi in La Liga 2020-2021"
+    assert "La Liga" in whole_names(text_spans(question), question)

@@ -28,6 +28,7 @@ each once, offered beside the values copied verbatim:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from datetime import date
@@ -45,6 +46,8 @@ __all__ = [
     "bare_ordinals",
     "boolean_cue",
     "clauses",
+    "compound_heads",
+    "counted_items",
     "cued_again",
     "follow_up_candidates",
     "formula_candidates",
@@ -62,6 +65,7 @@ __all__ = [
     "percentages",
     "refers_back",
     "scaled_numbers",
+    "singular_names",
     "stated_options",
     "states_any",
     "text_numbers",
@@ -70,6 +74,7 @@ __all__ = [
     "value_kinds",
     "wants_a_query",
     "wants_expression",
+    "whole_names",
     "word_problem_candidates",
 ]
 
@@ -145,6 +150,46 @@ def _comma_name(raw: list[str], i: int) -> str | None:
         return None
     name = " ".join([*left, *right]).strip(_EDGE)
     return name if name.count(",") == 1 else None
+
+
+def whole_names(values: list[Any], text: str, kinds: Iterable[str] = ()) -> list[Any]:
+    """``values`` without the beginnings of a name ``text`` writes whole: "Boreal Forests"
+    of "the Boreal Forests of Canada", "Apple" of "Apple Inc.", "New York" of "New York
+    City" are no values while the whole name is one (a capitalised run, "of" inside it);
+    a name's end stays ("Paris" of "Visit Paris"). A run that ends with a word of
+    ``kinds`` (the parameter's and the tool's words) ends with what the value is, not with
+    its name: "the Beef Lasagna Recipe" for a ``recipe`` keeps "Beef Lasagna"; one that ends
+    with a number ends with a value of its own ("La Liga 2020-2021": a season)."""
+    kind_words = {w.casefold() for w in kinds}
+    whole = set()
+    beginnings = set()
+    for match in _NAME.finditer(text):
+        words = match.group().strip(_EDGE).split()
+        last = words[-1]
+        if len(words) < 2 or last.casefold() in kind_words or any(c.isdigit() for c in last):
+            continue
+        whole.add(" ".join(words).casefold())
+        for n in range(1, len(words)):
+            if words[n - 1] not in ("of", "de"):
+                beginnings.add(" ".join(words[:n]).strip(_EDGE).casefold())
+    offered = {v.casefold() for v in values if isinstance(v, str)}
+    if not whole & offered:
+        return values
+    return [
+        v
+        for v in values
+        if not (isinstance(v, str) and v.casefold() in beginnings - whole)
+        or not any(w.startswith(v.casefold() + " ") and w in offered for w in whole)
+    ]
+
+
+_COMPOUND = re.compile(r"(?<![\w-])([^\W\d_]{2,})-(?:[^\W\d_]+ed)(?![\w-])")
+
+
+def compound_heads(text: str) -> list[str]:
+    """The thing a hyphenated participle names: "gas" of "a gas-fueled car", "solar" of
+    "solar-powered", "plant" of "plant-based" (a fuel or a source asked for alone)."""
+    return list(dict.fromkeys(m.group(1) for m in _COMPOUND.finditer(text)))
 
 
 _BARE_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)", re.IGNORECASE)
@@ -812,6 +857,88 @@ def _words_value(words: list[str]) -> int | None:
             return None
         seen = True
     return total + current if seen else None
+
+
+_ITEM_WORD = re.compile(r"[^\W_][\w'’&.-]*|[,;:?!()]")
+# words that end an item's name: "two Big Macs from McDonald's", "three pumpkins at Walmart"
+_ITEM_END = frozenset(
+    re.findall(r"\w+", "and or from at in on for to with by near into each per please then but via")
+)
+_MAX_ITEM_WORDS = 5
+
+
+def _count(word: str) -> int | None:
+    word = word.casefold()
+    if word in ("a", "an"):
+        return 1
+    if word.isdigit():
+        return int(word)
+    return _UNITS.get(word)
+
+
+def _counted_item(words: list[str], i: int) -> tuple[int, str, int] | None:
+    """The item counted at ``words[i]`` ("three bottles of olive oil": 3, "olive oil"), with
+    the index after it; None where no count and name stand there."""
+    count = _count(words[i]) if i < len(words) else None
+    if count is None:
+        return None
+    j = i + 1
+    if j < len(words) and words[j].casefold() == "dozen":  # "two dozen eggs": 24
+        count, j = count * 12, j + 1
+    name: list[str] = []
+    while j < len(words) and len(name) < _MAX_ITEM_WORDS:
+        word = words[j]
+        if not word[0].isalnum() or word.casefold() in _ITEM_END:
+            break
+        name.append(word.rstrip("."))
+        j += 1
+    if not name or (j < len(words) and words[j][0].isalnum() and words[j] not in _ITEM_END):
+        return None  # no name, or a clause rather than a name
+    # what a container or a measure holds: "bottles of olive oil", "a five pound bag of rice"
+    if "of" in name[:-1]:
+        name = name[len(name) - name[::-1].index("of") :]
+    return count, " ".join(name), j
+
+
+def counted_items(text: str) -> list[tuple[int, str]]:
+    """The items a question counts in a list of two or more: "two Big Macs and one
+    McFlurry" → [(2, "Big Macs"), (1, "McFlurry")]; "three bottles of olive oil and a five
+    pound bag of rice" → [(3, "olive oil"), (1, "rice")]; "two dozen eggs" counts 24. For an
+    order's items and their quantities, two lists of one length. The first such list."""
+    words = _ITEM_WORD.findall(text)
+    i = 0
+    while i < len(words):
+        found: list[tuple[int, str]] = []
+        j = i
+        while (item := _counted_item(words, j)) is not None:
+            found.append(item[:2])
+            j = item[2]
+            # the next item after ",", "and" or ", and"
+            while j < len(words) and words[j].casefold() in (",", "and"):
+                j += 1
+        if len(found) >= 2:
+            return found
+        i += 1
+    return []
+
+
+def singular_names(names: list[str]) -> list[str]:
+    """``names`` with the last word of each in the singular ("Big Macs" → "Big Mac"), by
+    the ``inflect`` library's rules; a word it finds no plural in stays."""
+    engine = _inflection()
+    out = []
+    for name in names:
+        head, _, last = name.rpartition(" ")
+        one = engine.singular_noun(last) if last[:1].isalpha() and len(last) > 3 else False
+        out.append(f"{head} {one}".strip() if one else name)
+    return out
+
+
+@functools.cache
+def _inflection() -> Any:
+    import inflect
+
+    return inflect.engine()
 
 
 def number_words(text: str) -> list[int]:

@@ -74,6 +74,8 @@ from lokal.llm.staged.candidates import (
     clauses,
     clock_times,
     column_cue,
+    compound_heads,
+    counted_items,
     cued_again,
     date_form,
     direction_cue,
@@ -96,6 +98,7 @@ from lokal.llm.staged.candidates import (
     refers_back,
     scaled_away,
     sibling_values,
+    singular_names,
     stated_options,
     stated_units,
     states_any,
@@ -107,6 +110,7 @@ from lokal.llm.staged.candidates import (
     wants_a_query,
     wants_expression,
     wants_numbers,
+    whole_names,
     word_problem_candidates,
 )
 from lokal.messages import call_key
@@ -929,8 +933,16 @@ class StagedEngine:
         elif kinds and kinds <= {"string", "null"}:
             for source in sources:
                 values += [v for v in text_spans(source) if v not in values]
-            # "19th century", not "19th" (candidates.bare_ordinals)
-            values = bare_ordinals(values)
+            # "19th century", not "19th" (candidates.bare_ordinals); "Apple Inc.", not
+            # "Apple" (candidates.whole_names); "gas" of "gas-fueled"
+            called = self.tools.get((self.pending or {}).get("name", ""))
+            said = f"{self._param_name} {spec.get('description') or ''}"
+            if called is not None:
+                said += f" {name_words(called.name)} {called.description}"
+            values = whole_names(
+                bare_ordinals(values), "\n".join(sources), re.findall(r"[^\W_]+", said)
+            )
+            values += [h for s in sources for h in compound_heads(s) if h not in values]
             if expression:
                 # "2.5 times 40" offered as "2.5 * 40" too (lokal.llm.staged.candidates)
                 values += [f for s in sources for f in formula_candidates(s) if f not in values]
@@ -1008,6 +1020,16 @@ class StagedEngine:
             stated = listed_items(spec, self.question)
             if stated and stated not in values:
                 values.append(stated)
+            # an order's items and their quantities: "two Big Macs and one McFlurry" gives
+            # ["Big Macs", "McFlurry"] (and "Big Mac") or [2, 1] (candidates.counted_items)
+            counted = counted_items(self._source) or counted_items(self.question)
+            if counted:
+                names = [name for _, name in counted]
+                item_kinds = value_kinds(spec.get("items") or {})
+                if item_kinds & {"integer", "number"}:
+                    values.append([count for count, _ in counted])
+                elif item_kinds & {"string"}:
+                    values += [v for v in (names, singular_names(names)) if v not in values]
             if not values:
                 return None
         else:
