@@ -871,7 +871,7 @@ def _count(word: str) -> int | None:
     word = word.casefold()
     if word in ("a", "an"):
         return 1
-    if word.isdigit():
+    if word.isdecimal() and word.isascii():  # not "²"
         return int(word)
     return _UNITS.get(word)
 
@@ -892,7 +892,8 @@ def _counted_item(words: list[str], i: int) -> tuple[int, str, int] | None:
             break
         name.append(word.rstrip("."))
         j += 1
-    if not name or (j < len(words) and words[j][0].isalnum() and words[j] not in _ITEM_END):
+    after = words[j].casefold() if j < len(words) else ""
+    if not name or (after[:1].isalnum() and after not in _ITEM_END):
         return None  # no name, or a clause rather than a name
     # what a container or a measure holds: "bottles of olive oil", "a five pound bag of rice"
     if "of" in name[:-1]:
