@@ -8,7 +8,8 @@ downloaded):
 
 - a name as the table writes it, a plural allowed: "euros" (Euro), "US dollars" (US
   Dollar), "Canadian dollars", "Indian rupees", "Swiss francs";
-- a single word that is part of exactly one currency's name: "yuan" (Yuan Renminbi).
+- a single word that is the noun of one currency's name only ("yen", "baht"), or the first
+  word of a name whose noun is its own and no country's adjective: "yuan" (Yuan Renminbi).
 
 "dollars" or "pounds" alone name no currency (a dozen currencies are dollars, and a pound
 is also a weight); nor does a word of a country's name ("Canadian" alone). Without

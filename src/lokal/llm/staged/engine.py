@@ -724,16 +724,16 @@ class StagedEngine:
         files = [] if self.has_results else names_a_file(self.question)
         # after results, the computation the question still asks for ("then add 5 to it")
         # is the signal, for the tools that compute
-        follow_up = set(self._follow_up_tools())
+        signalled = set(self._follow_up_tools())
         # before results, a computation the question states is the signal for the
         # calculator ("How many bottles fit in 8 crates?" ranked count_letter_in_string first)
         if not self.has_results and self._states_arithmetic():
-            follow_up |= {n for n, tool in self.tools.items() if does_arithmetic(tool)}
+            signalled |= {n for n, tool in self.tools.items() if does_arithmetic(tool)}
         # a tool the part of the request this call is about names ("..., then the time
         # difference using the 'timezones.get_difference' function"); the first part for
         # the first call
         part = focus if focus is not None else (self.clauses[0] if self.clauses else "")
-        follow_up |= set(names_a_tool(part, self.tools.values()))
+        signalled |= set(names_a_tool(part, self.tools.values()))
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
             ranked = scored.get(name)
@@ -741,7 +741,7 @@ class StagedEngine:
             bm25 = ranked.bm25 / top_bm25 if ranked and top_bm25 > 0 else 0.0
             fillable = self.fillable(name)
             file = float(
-                (bool(files) and fits_the_file(self.tools[name], files)) or name in follow_up
+                (bool(files) and fits_the_file(self.tools[name], files)) or name in signalled
             )
             fused = (
                 s.name_lm_weight * lm_score
