@@ -189,6 +189,20 @@ def test_results_are_written_as_they_finish_and_a_run_resumes(tmp_path):
     assert stopped in again and not done & set(again)  # only the missing questions ran
     assert len(read_results(results)) == 5
 
+    # resuming with other categories keeps the rows of the first ones in the file
+    rows = run_bfcl(
+        profile,
+        ["live_irrelevance"],
+        ["staged"],
+        limit=2,
+        runner=steady,
+        results_path=results,
+        resume=True,
+    )
+    assert [r["category"] for r in rows] == ["live_irrelevance"] * 2
+    categories = [r["category"] for r in read_results(results)]
+    assert categories.count("irrelevance") == 5 and categories.count("live_irrelevance") == 2
+
 
 def test_an_undecodable_irrelevance_reply_passes_as_bfcl_scores_it(tmp_path):
     from helpers import MODEL_CONFIG

@@ -214,19 +214,20 @@ def run_bfcl(
 
     ``runner(pipeline, entry)`` replaces the model call (tests). With ``results_path`` each
     row is appended there as it is scored; ``resume`` keeps the rows already in that file
-    and runs only the missing questions.
+    and runs only the missing questions (rows of other categories or pipelines stay in the
+    file: resuming with fewer categories loses nothing).
     """
     jobs = plan_jobs(categories, pipelines, limit, split=split, sample=sample)
     template = bfcl_system_prompt() if "bfcl-prompt" in pipelines else ""
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
     if results_path is not None:
         wanted = {(p, c, e["id"]) for p, c, e in jobs}
-        if resume:
-            done = {_job_key(r): r for r in read_results(results_path) if _job_key(r) in wanted}
+        kept = {_job_key(r): r for r in read_results(results_path)} if resume else {}
+        done = {key: row for key, row in kept.items() if key in wanted}
         results_path.parent.mkdir(parents=True, exist_ok=True)
         # start the file again from the rows kept (drops a half-written line)
         with results_path.open("w", encoding="utf-8") as handle:
-            for row in done.values():
+            for row in kept.values():
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     lock = threading.Lock()
 
