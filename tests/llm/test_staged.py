@@ -1879,35 +1879,40 @@ SEASON_TOOL = {
 }
 
 
+def ask_season(question, tournament, season):
+    """The call for ``question`` with SEASON_TOOL, each parameter's values scored by its
+    table; and the whole result."""
+
+    def score(prefix, continuation):
+        if prefix.endswith('"tournament": '):
+            return scorer(tournament)(prefix, continuation)
+        if prefix.endswith('"season": '):
+            return scorer(season)(prefix, continuation)
+        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0})(prefix, continuation)
+
+    result = ask(question, ScriptedBackend(scorer=score), tools=[SEASON_TOOL])
+    return result["ai_message"]["tool_calls"][0]["args"], result
+
+
 def test_a_value_does_not_hold_another_parameters_value():
     # BFCL simple_python_305 (dev split): tournament "La Liga 2020-2021" beside season
     # "2020-2021" becomes "La Liga"
-    def score(prefix, continuation):
-        if prefix.endswith('"tournament": '):
-            return scorer({'"La Liga 2020-2021"': -1.0, '"La Liga"': -2.0})(prefix, continuation)
-        if prefix.endswith('"season": '):
-            return scorer({'"2020-2021"': -0.5})(prefix, continuation)
-        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0})(prefix, continuation)
-
-    backend = ScriptedBackend(scorer=score)
-    result = ask("Goals of Messi in La Liga 2020-2021 season", backend, tools=[SEASON_TOOL])
-    args = result["ai_message"]["tool_calls"][0]["args"]
+    args, result = ask_season(
+        "Goals of Messi in La Liga 2020-2021 season",
+        {'"La Liga 2020-2021"': -1.0, '"La Liga"': -2.0},
+        {'"2020-2021"': -0.5},
+    )
     assert args == {"tournament": "La Liga", "season": "2020-2021"}
     trace = result["attempts"][-1]["staged"]["args"][0]["tournament"]
     assert trace["switched"] == "holds another parameter's value"
 
 
 def test_a_value_written_with_a_comma_keeps_what_it_holds():
-    def score(prefix, continuation):
-        if prefix.endswith('"tournament": '):
-            return scorer({'"Cup 2020, Paris"': -1.0, '"Cup"': -2.0})(prefix, continuation)
-        if prefix.endswith('"season": '):
-            return scorer({'"Paris"': -0.5})(prefix, continuation)
-        return scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0})(prefix, continuation)
-
-    backend = ScriptedBackend(scorer=score)
-    result = ask("Results of 'Cup 2020, Paris' in Paris", backend, tools=[SEASON_TOOL])
-    args = result["ai_message"]["tool_calls"][0]["args"]
+    args, _ = ask_season(
+        "Results of 'Cup 2020, Paris' in Paris",
+        {'"Cup 2020, Paris"': -1.0, '"Cup"': -2.0},
+        {'"Paris"': -0.5},
+    )
     assert args == {"tournament": "Cup 2020, Paris", "season": "Paris"}
 
 

@@ -926,6 +926,7 @@ class StagedEngine:
         if self._source != self.question:
             sources.append(self.question)
         expression = wants_expression(self._param_name, spec)
+        tool = self.tools.get((self.pending or {}).get("name", ""))  # the call being filled
         values: list[Any] = []
         options = listed_options(spec, self.question)
         if kinds == {"boolean"}:
@@ -935,10 +936,9 @@ class StagedEngine:
                 values += [v for v in text_spans(source) if v not in values]
             # "19th century", not "19th" (candidates.bare_ordinals); "Apple Inc.", not
             # "Apple" (candidates.whole_names); "gas" of "gas-fueled"
-            called = self.tools.get((self.pending or {}).get("name", ""))
             said = f"{self._param_name} {spec.get('description') or ''}"
-            if called is not None:
-                said += f" {name_words(called.name)} {called.description}"
+            if tool is not None:
+                said += f" {name_words(tool.name)} {tool.description}"
             values = whole_names(
                 bare_ordinals(values), "\n".join(sources), re.findall(r"[^\W_]+", said)
             )
@@ -1045,7 +1045,6 @@ class StagedEngine:
             # it ("10", "height"); the units the numbers carry are offered ("5cm": "cm")
             values += [u for u in stated_units(self.question) if u not in values]
             values = [v for v in values if isinstance(v, str) and is_unit(v)] or values
-        tool = self.tools.get((self.pending or {}).get("name", ""))
         # a tool's name is no argument: "use the 'run_linear_regression' function" names
         # the tool, not its target; "using the 'geodistance.find' function" is no city
         names = {n.casefold() for n in self.tools}
