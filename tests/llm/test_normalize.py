@@ -9,6 +9,8 @@ import pytest
 from lokal.llm.staged.candidates import (
     boolean_cue,
     clock_times,
+    described_number,
+    described_switch,
     direction_cue,
     follow_up_candidates,
     formula_candidates,
@@ -16,6 +18,7 @@ from lokal.llm.staged.candidates import (
     implied_numbers,
     iso_dates,
     list_candidates,
+    names_a_month,
     number_candidates,
     number_words,
     percent_form,
@@ -490,7 +493,9 @@ def test_a_two_step_request_computes_with_the_value_the_file_gave():
     [
         ("a radius of 5cm, then 10cm", ["cm"]),
         ("a base of 10 units and height of 5 units", ["units"]),
-        ("a radius of 5m, and I want the output in meters", ["m"]),
+        ("a radius of 5m, and I want the output in meters", ["m", "meters"]),
+        # the unit an answer is asked in (BFCL parallel_multiple_105, development split)
+        ("the distance in kilometers from New York to London", ["kilometers"]),
         ("12,000 miles per year at 25 MPG", ["miles"]),
         # not units: an ordinal, a hyphenated count, "in" after a number, a spaced letter
         ("from April 3rd to April 5th", []),
@@ -501,6 +506,43 @@ def test_a_two_step_request_computes_with_the_value_the_file_gave():
 )
 def test_the_units_the_numbers_of_a_question_carry(text, units):
     assert stated_units(text) == units
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "text", "named"),
+    [
+        # BFCL multiple_15 (development split)
+        ("month", {"type": "string"}, "the solar potential in December, given", True),
+        ("start_month", {"type": "string"}, "from June onwards", True),
+        # "may" is a verb as often as a month; a number is no month's name
+        ("month", {"type": "string"}, "you may find it", False),
+        ("month", {"type": "integer"}, "in December", False),
+        ("day", {"type": "string"}, "in December", False),
+    ],
+)
+def test_a_month_parameter_is_named_by_a_months_name(name, spec, text, named):
+    assert names_a_month(name, spec, text) is named
+
+
+EXTRA = {"type": "boolean", "description": "Option to get additional information like Director."}
+LIVE = {"type": "boolean", "description": "If true, use the latest exchange rate, else the last."}
+
+
+@pytest.mark.parametrize(
+    ("spec", "text", "switch"),
+    [
+        # BFCL parallel_195, multiple_95 (development split)
+        (EXTRA, "Retrieve additional information like Director for Inception", True),
+        (LIVE, "Convert 200 euros to US dollars using current exchange rate.", True),
+        (EXTRA, "Details of Inception without the additional information", False),
+        # one shared word is no echo; function words count for nothing
+        (EXTRA, "Any information about Inception?", None),
+        (LIVE, "Convert it to the latest dollars", None),
+        ({"type": "string", "description": "The exchange rate."}, "the exchange rate", None),
+    ],
+)
+def test_a_boolean_whose_description_the_question_echoes(spec, text, switch):
+    assert described_switch(spec, text) is switch
 
 
 @pytest.mark.parametrize(
@@ -548,6 +590,8 @@ VEHICLE = "The type of vehicle. 'gas' refers to a gasoline vehicle, 'diesel' ref
         ('Table file, e.g. "data/sales.csv".', "the rows of data/sales.csv?", ["data/sales.csv"]),
         ("The file, e.g. sales.csv or notes.txt.", "the rows of data/sales.csv?", []),
         ("The unit, e.g. Celsius/Fahrenheit.", "in fahrenheit", ["Fahrenheit"]),
+        # a plural option stated by its singular (BFCL simple_python_85, development split)
+        ("The units ('miles' or 'kilometers').", "the distance to Boston in mile?", ["miles"]),
         # stated nowhere, or only inside another word: nothing
         (VEHICLE, "a dieselpunk evening", []),
         (VEHICLE, "gasoline prices", []),
@@ -675,3 +719,26 @@ def test_a_number_given_scaled_is_no_value_left_for_another_call():
 )
 def test_clock_times_in_the_form_a_parameter_takes(name, spec, text, times):
     assert clock_times(name, spec, text) == times
+
+
+PROBABILITY = {"type": "number", "description": "The probability of success, defaults to 0.5"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "text", "number"),
+    [
+        # BFCL parallel_160 (development split)
+        (PROBABILITY, "You have a 0.3 probability of winning any given round.", 0.3),
+        (PROBABILITY, "with a probability of 0.25", 0.25),
+        ({"type": "integer", "description": "The modulus."}, "but with a modulus of 3", 3),
+        # no number beside the description's first word, or no such word
+        (PROBABILITY, "the probability of winning 20 times", None),
+        (PROBABILITY, "play 20 times", None),
+        ({"type": "number", "description": "The."}, "the 5", None),
+        # an integer parameter takes no fraction; a string parameter no number
+        ({"type": "integer", "description": "The modulus."}, "a modulus of 2.5", None),
+        ({"type": "string", "description": "The modulus."}, "a modulus of 3", None),
+    ],
+)
+def test_the_number_written_beside_what_a_description_names(spec, text, number):
+    assert described_number(spec, text) == number

@@ -960,6 +960,44 @@ def test_a_later_call_takes_the_values_its_part_of_the_request_states():
     assert calls[3.0] == [{"city": "Paris", "days": 3}, {"city": "Rome", "days": 5}]
 
 
+def test_a_later_call_leaves_the_value_an_earlier_call_took_where_its_part_names_another():
+    """BFCL parallel_multiple_100 (dev split): the model likes ARIMA for both calls by more
+    than the later value's bonus; the second call's part of the request states LSTM and not
+    ARIMA, so the value the first call took for ``model`` loses the bonus again."""
+    stock = {
+        "name": "stock_forecast",
+        "description": "Forecast a company's stock price with a model.",
+        "parameters": {
+            "type": "object",
+            "properties": {"company": {"type": "string"}, "model": {"type": "string"}},
+            "required": ["company", "model"],
+        },
+    }
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "stock_forecast": 0.0}
+    company = {'"Apple"': -0.5, '"Microsoft"': -2.0}
+    model = {'"ARIMA"': -0.5, '"LSTM"': -4.0}
+
+    def score(prefix, continuation):
+        if prefix.endswith('"company": '):
+            return scorer(company)(prefix, continuation)
+        if prefix.endswith('"model": '):
+            return scorer(model)(prefix, continuation)
+        return would_stop(table)(prefix, continuation)
+
+    question = (
+        "Forecast the stock of Apple using the ARIMA model, and then forecast the stock of "
+        "Microsoft using the LSTM model."
+    )
+    profile = staged_profile(
+        continue_lm_weight=1.0, continue_later_weight=3.0, later_value_bonus=3.0
+    )
+    result = ask(question, ScriptedBackend(scorer=score), profile, tools=[stock])
+    assert [c["args"] for c in result["ai_message"]["tool_calls"]] == [
+        {"company": "Apple", "model": "ARIMA"},
+        {"company": "Microsoft", "model": "LSTM"},
+    ]
+
+
 CIRCUMFERENCE = {
     "name": "circumference",
     "description": "The circumference of a circle.",
@@ -2017,3 +2055,183 @@ def test_a_name_that_ends_with_what_the_value_is_keeps_its_beginning():
     # a run that ends with a number ends with a value of its own (a season)
     question = "Goals of Messi in La Liga 2020-2021"
     assert "La Liga" in whole_names(text_spans(question), question)
+
+
+BINOMIAL = {
+    "name": "binomial",
+    "description": "The probability of a number of successes in independent trials.",
+    "parameters": {
+        "type": "object",
+        "properties": {"trials": {"type": "integer"}, "successes": {"type": "integer"}},
+        "required": ["trials", "successes"],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("question", "args"),
+    [
+        # BFCL parallel_160 (development split): the model liked 50 for both
+        ("If you play 50 times, the chance of winning exactly 15 times?", (50, 15)),
+        # a number the question writes twice may fill two parameters
+        ("If you play 50 times, the chance of winning 50 times?", (50, 50)),
+    ],
+)
+def test_a_number_written_once_fills_one_parameter_of_a_call(question, args):
+    def score(prefix, continuation):
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "binomial": 0.0}
+        if prefix.endswith('"trials": '):
+            table |= {"50": -0.5, "15": -3.0}
+        if prefix.endswith('"successes": '):
+            table |= {"50": -0.5, "15": -1.0}
+        return scorer(table)(prefix, continuation)
+
+    result = ask(question, ScriptedBackend(scorer=score), tools=[BINOMIAL])
+    found = result["ai_message"]["tool_calls"][0]["args"]
+    assert (found["trials"], found["successes"]) == args
+
+
+def test_an_enum_item_is_cued_by_its_singular():
+    # BFCL multiple_80 (development split): "a guitar shop" names the item "Guitars"
+    from lokal.llm.staged.engine import cued_items
+
+    spec = {"type": "array", "items": {"type": "string", "enum": ["Guitars", "Pianos", "Drums"]}}
+    assert cued_items(spec, "Find a local guitar shop in Nashville.") == ["Guitars"]
+    assert cued_items(spec, "Find a local shop in Nashville.") == []
+
+
+def test_a_number_written_once_that_an_earlier_call_gave_another_parameter_is_not_reused():
+    """BFCL parallel_175 (development split): "$8000 in Microsoft ... a return of 6%" made
+    8000 the next call's expected return; a number the question writes once that an
+    earlier call of the reply gave to another parameter is that parameter's."""
+    invest = {
+        "name": "future_value",
+        "description": "The future value of an amount invested for some years.",
+        "parameters": {
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}, "years": {"type": "integer"}},
+            "required": ["amount", "years"],
+        },
+    }
+
+    amounts = {1: "5000", 2: "8000", 3: "10000"}
+    years = {1: "5", 2: "7", 3: "9"}
+
+    def score(prefix, continuation):
+        call = prefix.count('"amount"')  # the call being filled (1, 2, 3)
+        if continuation == ', {"name": "':
+            return 0.0 if call < 3 else -9.0
+        if continuation == "]}":
+            return -1.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "future_value": 0.0}
+        if prefix.endswith('"amount": '):
+            table[amounts[call]] = 0.0
+        if prefix.endswith('"years": '):
+            table[years[call]] = -1.0
+            if call == 3:  # the model likes the second call's amount for the third's years
+                table |= {"8000": 0.0, "9": -5.0}
+        return scorer(table)(prefix, continuation)
+
+    question = (
+        "I invested $5000 for 5 years, $8000 for 7 years and $10000 for 9 years. "
+        "What are they worth?"
+    )
+    result = ask(question, ScriptedBackend(scorer=score), tools=[invest])
+    found = [c["args"] for c in result["ai_message"]["tool_calls"]]
+    assert found == [
+        {"amount": 5000, "years": 5},
+        {"amount": 8000, "years": 7},
+        {"amount": 10000, "years": 9},
+    ]
+
+
+def test_a_name_and_its_alias_in_parentheses_are_one_value():
+    """BFCL parallel_175 (development split): after the call for "Amazon.com", "(AMZN)" made
+    a fourth call; a name and the other name the question gives it in parentheses are one
+    thing written twice."""
+    from lokal.llm.staged.candidates import aliases
+
+    question = (
+        "I invested $5000 in Apple Inc. (AAPL) for 5 years, and $10000 in Amazon.com Inc. "
+        "(AMZN) for 10 years."
+    )
+    assert aliases(question, ["Amazon.com"]) == {"amzn"}
+    assert aliases(question, ["AAPL"]) == {"apple inc"}
+    assert aliases(question, ["Boston"]) == set()
+    first = [{"stock": "AAPL", "amount": 5000, "years": 5}]
+    assert "Apple Inc" not in later_values(question, first)
+    assert "Amazon.com Inc" in later_values(question, first)
+    last = [*first, {"stock": "Amazon.com", "amount": 10000, "years": 10}]
+    assert later_values(question, last) == []
+
+
+COUNTRY_TOOLS = [
+    {
+        "name": f"country_info.{what}",
+        "description": f"Fetch the {words} of a country.",
+        "parameters": {
+            "type": "object",
+            "properties": {"country": {"type": "string", "description": "The country."}},
+            "required": ["country"],
+        },
+    }
+    for what, words in [
+        ("largest_city", "largest city"),
+        ("population", "current population"),
+        ("capital", "capital city"),
+    ]
+]
+
+
+def test_the_first_call_of_a_request_in_parts_is_about_its_first_part():
+    """BFCL parallel_multiple_60 (development split): the whole question ranked
+    largest_city first, so the capital was never asked for; the first call's tool is ranked
+    against the first part of the request as much as against the whole. The model's name
+    scores are flat here: the ranking decides."""
+    question = (
+        "What is the capital city of Australia, what is the current population of Canada, "
+        "and what is the largest city in Brazil?"
+    )
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "country_info": 0.0, '"Australia"': 0.0}
+    profile = staged_profile(name_similarity_weight=5.0, name_bm25_weight=2.0)
+    result = ask(question, ScriptedBackend(scorer=would_stop(table)), profile, COUNTRY_TOOLS)
+    assert result["ai_message"]["tool_calls"][0]["name"] == "country_info.capital"
+
+
+def test_an_optional_number_written_beside_what_its_description_names_is_given():
+    """BFCL parallel_160 (development split): "a 0.3 probability of winning" names the
+    optional ``p`` ("The probability of success"), which was left out; the number beside the
+    description's first word is its value, whatever the model likes."""
+    tool = {
+        "name": "binomial",
+        "description": "The probability of a number of successes in independent trials.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "trials": {"type": "integer", "description": "The number of trials."},
+                "successes": {"type": "integer", "description": "The number of successes."},
+                "p": {"type": "number", "description": "The probability of success."},
+            },
+            "required": ["trials", "successes"],
+        },
+    }
+
+    def score(prefix, continuation):
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "binomial": 0.0}
+        if prefix.endswith('"trials": '):
+            table["20"] = 0.0
+        if prefix.endswith('"successes": '):
+            table["5"] = 0.0
+        if prefix.endswith('"p": '):
+            table["20"] = 0.0  # the model likes another number
+        return scorer(table)(prefix, continuation)
+
+    question = (
+        "You have a 0.3 probability of winning. If you play 20 times, what is the chance of "
+        "winning 5 times?"
+    )
+    result = ask(question, ScriptedBackend(scorer=score), tools=[tool])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"trials": 20, "successes": 5, "p": 0.3}
+    question = "If you play 20 times, what is the chance of winning 5 times?"
+    result = ask(question, ScriptedBackend(scorer=score), tools=[tool])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"trials": 20, "successes": 5}

@@ -29,6 +29,7 @@ each once, offered beside the values copied verbatim:
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable
 from datetime import date
@@ -49,6 +50,9 @@ __all__ = [
     "compound_heads",
     "counted_items",
     "cued_again",
+    "described_number",
+    "described_switch",
+    "flat_values",
     "follow_up_candidates",
     "formula_candidates",
     "implied_count",
@@ -60,6 +64,7 @@ __all__ = [
     "later_values",
     "leaf_strings",
     "list_bound",
+    "names_a_month",
     "number_candidates",
     "number_words",
     "percentages",
@@ -376,11 +381,12 @@ _NOT_NAMES = frozenset([
 _SENTENCE_START = re.compile(r"(?:^|[.?!:]\s+|[\"“(]\s*)$")
 
 
-def _flat_values(value: Any) -> list[Any]:
+def flat_values(value: Any) -> list[Any]:
+    """The scalar values inside ``value`` (nested objects and lists opened), in order."""
     if isinstance(value, dict):
-        return [v for item in value.values() for v in _flat_values(item)]
+        return [v for item in value.values() for v in flat_values(item)]
     if isinstance(value, list):
-        return [v for item in value for v in _flat_values(item)]
+        return [v for item in value for v in flat_values(item)]
     return [value]
 
 
@@ -393,7 +399,7 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
     of the words of one of ``tools`` (the names of the tools offered: "on Spotify" names
     ``spotify.play``, not a value for it). The evidence for another call of the same tool
     (issue 21: the ``parallel`` questions)."""
-    used = [v for a in args for v in _flat_values(a)]
+    used = [v for a in args for v in flat_values(a)]
     numbers = {float(v) for v in used if isinstance(v, int | float) and not isinstance(v, bool)}
     numbers |= {round(n * 100, 9) for n in numbers}  # "5%" given as 0.05
     for match in _SCALED.finditer(question):  # "8.5 million" given as 8500000
@@ -456,7 +462,31 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
         ]
     named = {w.casefold() for t in tools for w in name_words(t).split()}
     later = [v for v in later if not isinstance(v, str) or not set(v.casefold().split()) <= named]
-    return list(dict.fromkeys(later))
+    other = aliases(question, strings)
+    return list(
+        dict.fromkeys(v for v in later if not (isinstance(v, str) and v.casefold() in other))
+    )
+
+
+def aliases(question: str, used: Iterable[str]) -> set[str]:
+    """The other names the question gives ``used`` strings in parentheses, casefolded:
+    "Amazon.com Inc. (AMZN)" after "Amazon.com" → {"amzn"}; "AMZN" after "AMZN" →
+    {"amazon.com inc."}. One thing written twice is no value for another call."""
+    out: set[str] = set()
+    for value in used:
+        if not value.strip():
+            continue
+        v = re.escape(value)
+        for m in re.finditer(
+            rf"(?i)(?<!\w){v}[^()\n]{{0,12}}\(\s*([^()\n]{{1,40}}?)\s*\)", question
+        ):
+            out.add(m.group(1).casefold())
+        for m in re.finditer(rf"(?i)\(\s*{v}\s*\)", question):
+            before = question[: m.start()].rstrip(" .")
+            names = [n for n in _NAME.finditer(before) if n.end() == len(before)]
+            if names:
+                out.add(names[-1].group().strip(_EDGE).casefold())
+    return out
 
 
 _CUE_STOP = frozenset([
@@ -495,7 +525,7 @@ def cued_again(question: str, args: list[dict[str, Any]], later: list[Any]) -> b
     stage 3" (after "stage"). The question repeating what it asks for with a new value: on
     BFCL's development split it held for half the questions that expect several calls of
     one tool and for none that expect one call."""
-    used = [_span(question, v) for a in args for v in _flat_values(a)]
+    used = [_span(question, v) for a in args for v in flat_values(a)]
     used = [span for span in used if span is not None]
     cues = {_cue(question, span[0]) for span in used} - {None}
     # or the same form of number: a year after a year, a percentage after a percentage
@@ -658,7 +688,7 @@ def sibling_values(question: str, args: list[dict[str, Any]]) -> list[Any]:
     Rock song in Australia" after ``{"genre": "Pop", "region": "Australia"}`` → ["Rock"]
     (``later_values`` finds nothing after "Australia"). Numbers as digits, names as
     capitalised runs or quotes."""
-    used = [v for a in args for v in _flat_values(a) if isinstance(v, str | int | float)]
+    used = [v for a in args for v in flat_values(a) if isinstance(v, str | int | float)]
     used = [v for v in used if not isinstance(v, bool)]
     folded = question.casefold()
     inside = [  # where a used name stands: "Maroon 5" holds no number of its own
@@ -682,6 +712,8 @@ def sibling_values(question: str, args: list[dict[str, Any]]) -> list[Any]:
         if not (isinstance(v, str) and (v.casefold() in folded_used or v.casefold() in _NOT_NAMES))
         and not (isinstance(v, float) and v in numbers_used)
     ]
+    other = aliases(question, [v for v in used if isinstance(v, str)])
+    fresh = [v for v in fresh if not (isinstance(v, str) and v.casefold() in other)]
     values = [*used, *fresh]
     marks = _marks(question, values)
     return [
@@ -1254,20 +1286,23 @@ def stated_options(
     the fewest options the description must list (2: a single example, "e.g. HSBC", shows a
     form and closes no set). Options of one letter are left out ("a" is a word of most
     questions), and an option stated only inside a path or name counts for nothing
-    ("sales.csv" in "data/sales.csv"). ``exact_case``: stated as the description writes them
-    ("my bot" does not state 'Bot')."""
+    ("sales.csv" in "data/sales.csv"). A plural option is stated by its singular too ("in
+    mile" states 'miles'). ``exact_case``: stated as the description writes them ("my bot"
+    does not state 'Bot')."""
     options = _described_options(description)
     if len(options) < least:
         return []
     text = question if exact_case else question.casefold()
-    return [
-        option
-        for option in options
-        if re.search(
-            rf"(?<![\w/\\.]){re.escape(option if exact_case else option.casefold())}(?![\w/\\])",
-            text,
-        )
-    ]
+
+    def stated(option: str) -> bool:
+        # in the singular too: "in mile" states 'miles'
+        for form in dict.fromkeys([option, *singular_names([option])]):
+            written = form if exact_case else form.casefold()
+            if re.search(rf"(?<![\w/\\.]){re.escape(written)}(?![\w/\\])", text):
+                return True
+        return False
+
+    return [option for option in options if stated(option)]
 
 
 _AT_REST = re.compile(
@@ -1393,10 +1428,75 @@ def is_unit(text: str) -> bool:
     return bool(_UNIT_WORD.fullmatch(text.strip()))
 
 
+_IN_UNITS = re.compile(rf"\b(?:in|into|to)\s+({_UNITS_OF_MEASURE})(?![\w°])", re.IGNORECASE)
+
+
 def stated_units(text: str) -> list[str]:
-    """The units of measure the numbers of ``text`` carry, as written: "a radius of 5cm" →
-    ["cm"], "a base of 10 units" → ["units"]. The values a ``unit`` parameter may take."""
-    return _once([m.group(1) or m.group(2) for m in _MEASURE.finditer(text)])
+    """The units of measure the numbers of ``text`` carry, as written, and those it asks its
+    answer in: "a radius of 5cm" → ["cm"], "a base of 10 units" → ["units"], "the distance
+    in kilometers" → ["kilometers"]. The values a ``unit`` parameter may take."""
+    carried = [m.group(1) or m.group(2) for m in _MEASURE.finditer(text)]
+    return _once([*carried, *(m.group(1) for m in _IN_UNITS.finditer(text))])
+
+
+def names_a_month(name: str, spec: dict[str, Any], text: str) -> bool:
+    """Whether ``text`` writes a month's name ("in December") for a parameter that is a
+    month by its name (``month``, ``start_month``)."""
+    if "month" not in _parameter_words(name) or value_kinds(spec) - {"null"} != {"string"}:
+        return False
+    return any(w in _MONTHS and len(w) > 3 for w in re.findall(r"[a-z]+", text.casefold()))
+
+
+_DESCRIPTION_OPENING = frozenset(
+    re.findall(r"\w+", "optional required the a an this desired given specified expected")
+)
+
+
+def described_number(spec: dict[str, Any], text: str) -> int | float | None:
+    """The number ``text`` writes right beside the thing a number parameter's description
+    opens with: "a 0.3 probability of winning" or "a probability of 0.3" for "The
+    probability of success on any given trial" → 0.3; None when it writes none there."""
+    kinds = value_kinds(spec) - {"null"}
+    if not kinds or not kinds <= {"number", "integer"}:
+        return None
+    words = re.findall(r"[a-z]+", str(spec.get("description") or "").casefold())
+    head = next((w for w in words if w not in _DESCRIPTION_OPENING), None)
+    if head is None or len(head) < 4 or head in _EDGE_WORDS:
+        return None
+    number = r"(-?\d+(?:\.\d+)?)"
+    found = re.search(
+        rf"(?<![\w.]){number}\s+{head}\b|\b{head}\s+(?:of|is|=|:)\s+{number}(?![\w.]*\d)",
+        text.casefold(),
+    )
+    if found is None:
+        return None
+    written = found.group(1) or found.group(2)
+    value = float(written)
+    if "integer" in kinds and "number" not in kinds:
+        return int(value) if value.is_integer() else None
+    return int(value) if "." not in written else value
+
+
+def described_switch(spec: dict[str, Any], text: str) -> bool | None:
+    """A boolean parameter whose description ``text`` echoes: two content words written
+    together in both ("Option to get additional information like Director, Cast" in
+    "retrieve additional information like Director", "use the latest exchange rate" in
+    "using current exchange rate"): True, False after a negation ("without the additional
+    information"); None when no such pair is shared."""
+    if value_kinds(spec) - {"null"} != {"boolean"}:
+        return None
+    described = re.findall(r"[a-z]+", str(spec.get("description") or "").casefold())
+    pairs = {
+        (_stem(a), _stem(b))
+        for a, b in itertools.pairwise(described)
+        if a not in _EDGE_WORDS and b not in _EDGE_WORDS and len(a) > 2 and len(b) > 2
+    }
+    words = re.findall(r"[a-z]+", text.casefold())
+    for i, (a, b) in enumerate(itertools.pairwise(words)):
+        if (_stem(a), _stem(b)) in pairs:
+            before = words[max(0, i - 3) : i]
+            return not any(re.fullmatch(_WITHOUT, w) for w in before)
+    return None
 
 
 # verbs a parameter's name may open with that say nothing of what it is about

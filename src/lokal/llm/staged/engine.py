@@ -78,6 +78,8 @@ from lokal.llm.staged.candidates import (
     counted_items,
     cued_again,
     date_form,
+    described_number,
+    described_switch,
     direction_cue,
     follow_up_candidates,
     formula_candidates,
@@ -92,6 +94,7 @@ from lokal.llm.staged.candidates import (
     list_bound,
     list_candidates,
     named_switch,
+    names_a_month,
     names_parameter,
     number_candidates,
     percent_form,
@@ -113,6 +116,7 @@ from lokal.llm.staged.candidates import (
     whole_names,
     word_problem_candidates,
 )
+from lokal.llm.staged.lists import cross_product
 from lokal.messages import call_key
 from lokal.tools.schema import ToolSpec, schema_validator
 
@@ -298,6 +302,9 @@ def cued_items(spec: Any, question: str) -> list[Any]:
     for value in items["enum"]:
         words = _folded(name_words(str(value)))
         match = re.search(rf"\b{re.escape(words)}\b", folded) if words else None
+        if match is None and words:  # "a guitar shop" for "Guitars"
+            single = singular_names([words])[0]
+            match = re.search(rf"\b{re.escape(single)}\b", folded)
         if match is not None or (words and cued(value, question)):
             found.append((match.start() if match else len(folded), value))
     return [value for _, value in sorted(found, key=lambda pair: pair[0])]
@@ -312,7 +319,13 @@ def _mentioned(name: str, spec: Any, question: str) -> bool:
     if isinstance(spec, dict) and inferred_format(name, spec) == "date" and iso_dates(question):
         return True  # a date the question states: "the weather in Fremont on March 1st 2023"
     if UNIT_NAME.search(name) and stated_units(question):
-        return True  # a unit the numbers carry: "a radius of 5cm"
+        return True  # a unit the numbers carry: "a radius of 5cm"; "in kilometers"
+    if isinstance(spec, dict) and names_a_month(name, spec, question):
+        return True  # "the solar potential in December" for ``month``
+    if isinstance(spec, dict) and described_switch(spec, question) is not None:
+        return True  # "additional information like Director" for ``extra_info``
+    if isinstance(spec, dict) and described_number(spec, question) is not None:
+        return True  # "a 0.3 probability of winning" for ``p`` ("The probability of ...")
     if isinstance(spec, dict) and isinstance(spec.get("enum"), list):
         return any(cued(value, question) for value in spec["enum"])
     # an option its description lists, or an item its array takes, stated by the question:
@@ -396,9 +409,30 @@ def capped(
     return [value for _, value in kept]
 
 
-def _distinct_strings(ranked: dict[str, list[tuple[str, float]]]) -> dict[str, str]:
-    """The chosen value text per parameter, no JSON string twice: of two parameters with the
-    same string, the one with the smaller lead over its next candidate takes that next one."""
+_WRITTEN_NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.]*\d)")
+
+
+def _written_once(text: str, question: str) -> bool:
+    """Whether ``text`` is a JSON number the question writes exactly once ("50", "50,000")."""
+    try:
+        number = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        return False
+    written = [
+        m for m in _WRITTEN_NUMBER.finditer(question) if float(m.group().replace(",", "")) == number
+    ]
+    return len(written) == 1
+
+
+def _distinct_values(
+    ranked: dict[str, list[tuple[str, float]]], question: str = ""
+) -> dict[str, str]:
+    """The chosen value text per parameter, no JSON string twice, nor a number ``question``
+    writes once ("play 50 times, win exactly 15 times": trials 50, successes not 50 too): of
+    two parameters with the same value, the one with the smaller lead over its next
+    candidate takes that next one."""
     position = dict.fromkeys(ranked, 0)
 
     def value(name: str) -> str:
@@ -414,14 +448,16 @@ def _distinct_strings(ranked: dict[str, list[tuple[str, float]]]) -> dict[str, s
         names = list(ranked)
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
-                if value(a) == value(b) and value(a).startswith('"'):
+                if value(a) == value(b) and (
+                    value(a).startswith('"') or _written_once(value(a), question)
+                ):
                     clash = (a, b)
                     break
             if clash:
                 break
         if clash is None:
             break
-        loser = min(clash, key=lead)
+        loser = min(reversed(clash), key=lead)  # on a tie, the later parameter
         if lead(loser) == math.inf:
             break
         position[loser] += 1
@@ -450,6 +486,14 @@ def _apart(values: dict[str, str], ranked: dict[str, list[tuple[str, float]]]) -
                 out[name] = json.dumps(rest, ensure_ascii=False)
                 break
     return out
+
+
+@dataclass
+class _Ranked:
+    """A tool's similarity and BM25 to a text, as the selector's ranking gives them."""
+
+    similarity: float
+    bm25: float
 
 
 @dataclass
@@ -715,6 +759,22 @@ class StagedEngine:
             scored = self._clause_ranking(focus)
         elif self.selection:
             scored = {t.name: t for t in self.selection.ranking}
+            if len(self.clauses) > 1 and not self.has_results:
+                # the first call of a request in parts is about its first part as much as
+                # about the whole ("the capital of Australia, the population of Canada, and
+                # the largest city in Brazil" called largest_city first, then again)
+                first = self._clause_ranking(self.clauses[0])
+                top = [
+                    max((r.bm25 for r in t.values()), default=0.0) or 1.0 for t in (scored, first)
+                ]
+                scored = {
+                    name: _Ranked(
+                        (ranked.similarity + first[name].similarity) / 2,
+                        (ranked.bm25 / top[0] + first[name].bm25 / top[1]) / 2,
+                    )
+                    for name, ranked in scored.items()
+                    if name in first
+                }
         else:
             scored = {}
         top_bm25 = max((scored[n].bm25 for n in names if n in scored), default=0.0)
@@ -1001,6 +1061,22 @@ class StagedEngine:
                 t for t in clock_times(self._param_name, spec, self.question) if t not in values
             ]
             values = percent_form(self._param_name, spec, values, " ".join(sources))
+            # a number the question writes once that an earlier call of this reply gave to
+            # another parameter is that one's value ("invested $8000 in Microsoft" made 8000
+            # the next call's expected return)
+            given = {
+                value
+                for call in self.found
+                for key, value in (call.get("args") or {}).items()
+                if key != self._param_name
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+            }
+            values = [
+                v
+                for v in values
+                if not (v in given and _written_once(json.dumps(v), self.question))
+            ] or values
             # "213 million" is 213000000, not 213, unless the parameter counts in millions
             said = f"{self._param_name} {spec.get('description') or ''}"
             if not _SCALE_NAMED.search(said):
@@ -1141,12 +1217,20 @@ class StagedEngine:
             for i, text in enumerate(texts):
                 if text in cues or text.casefold() in cues:
                     adjusted[i] += CUE_BONUS
+        elif value_kinds(spec) - {"null"} and value_kinds(spec) - {"null"} <= {"number", "integer"}:
+            # "a 0.3 probability of winning" for "The probability of success": 0.3
+            cue = described_number(spec, self._source)
+            for i, text in enumerate(texts):
+                if cue is not None and _decoded(text) == cue:
+                    adjusted[i] += CUE_BONUS
         elif value_kinds(spec) == {"boolean"}:
             # "with tax" for include_tax: True first, "without tax": False first; a switch
             # the question names, True unless negated
             cue = boolean_cue(self._param_name, self.question)
             if cue is None:  # "with detailed description" for detail: True
                 cue = named_switch(self._param_name, self.question)
+            if cue is None:  # "using current exchange rate": "use the latest exchange rate"
+                cue = described_switch(spec, self.question)
             for i, text in enumerate(texts):
                 if cue is not None and text == json.dumps(cue):
                     adjusted[i] += CUE_BONUS
@@ -1157,6 +1241,7 @@ class StagedEngine:
                 written = self._written.get(item, item) if isinstance(item, str) else item
                 cue = direction_cue(self._param_name, written, self._source)
                 adjusted[i] += cue * self.staged.direction_value_bonus
+        favoured = False
         if self._later and self.staged.later_value_bonus:
             # a call after the first takes the values stated after the earlier calls' ones,
             # those of the part of the request it is about first (``later_value_bonus``)
@@ -1168,6 +1253,20 @@ class StagedEngine:
                     self._source == self.question or states_any(self._source, [item])
                 ):
                     adjusted[i] += self.staged.later_value_bonus
+                    favoured = True
+            if favoured and self._source != self.question and self.pending is not None:
+                # the value this parameter took in an earlier call of the tool, where the
+                # part of the request this call is about states another and not it: "ARIMA
+                # for Apple, and then ... for Microsoft using the LSTM model"
+                name = self.pending["name"]
+                before = [
+                    c["args"][self._param_name]
+                    for c in self.found
+                    if c["name"] == name and self._param_name in (c.get("args") or {})
+                ]
+                for i, item in enumerate(_decoded(text) for text in texts):
+                    if item in before and not states_any(self._source, [item]):
+                        adjusted[i] -= self.staged.later_value_bonus
         waiting: list[int] = []
         if self.staged.waiting_value_penalty and len(texts) > 1:
             # a request repeated with new values: this call takes the first of them not
@@ -1242,7 +1341,7 @@ class StagedEngine:
                 used.append(json.loads(ranked[name][0][0]))
                 if self.pending is not None:
                     self.pending["args"][name] = used[-1]
-        distinct = _distinct_strings({n: r for n, r in ranked.items()})
+        distinct = _distinct_values({n: r for n, r in ranked.items()}, self.question)
         values = _apart(distinct, ranked)
         for name, value in values.items():
             if value != ranked[name][0][0]:
@@ -1419,7 +1518,27 @@ class StagedEngine:
                 focus = self.clauses[(ahead or more["remaining"])[0]]
                 self._source = focus
         self.trace["calls"] = calls
+        if finish == "stop":
+            prefix = self._cross_product(prefix)
         return self._result(prefix + _END_CALLS, finish, self._last)
+
+    def _cross_product(self, prefix: str) -> str:
+        """The reply's calls (``prefix``) with those the question's written-out lists ask
+        for added (``lists.cross_product``: "water and iron at 0 meters and 1000 meters"
+        after two calls gives four); none that already succeeded this turn."""
+        parameters = {name: tool.parameters for name, tool in self.tools.items()}
+        product = cross_product(self.found, self.question, parameters)
+        if len(product) == len(self.found):
+            return prefix
+        product = [
+            c for c in product if c in self.found or call_key(c["name"], c["args"]) not in self.done
+        ]
+        self.trace["cross_product"] = len(product) - len(self.found)
+        self.found = product
+        return CALL_OPENING + _NEXT_CALL.join(
+            c["name"] + _ARGS + json.dumps(c["args"], ensure_ascii=False) + _CLOSE_CALL
+            for c in product
+        )
 
     def _result(self, text: str, finish: str | None, last: Completion | None) -> Completion:
         """The Completion of the whole staged reply. ``completion_tokens`` counts the reply's
