@@ -202,6 +202,14 @@ def test_results_are_written_as_they_finish_and_a_run_resumes(tmp_path):
     assert [r["category"] for r in rows] == ["live_irrelevance"] * 2
     categories = [r["category"] for r in read_results(results)]
     assert categories.count("irrelevance") == 5 and categories.count("live_irrelevance") == 2
+    # and so does writing the scores of the resumed categories, as `lokal bfcl` does after
+    # the run (it rewrote results.jsonl with the resumed categories' rows alone)
+    from lokal.bench.bfcl import write_scores
+
+    write_scores(tmp_path, rows, ["live_irrelevance"], {"split": "all"})
+    categories = [r["category"] for r in read_results(results)]
+    assert categories.count("irrelevance") == 5 and categories.count("live_irrelevance") == 2
+    assert [r["id"] for r in read_results(results)][:2] == [r["id"] for r in rows]
 
 
 def test_an_undecodable_irrelevance_reply_passes_as_bfcl_scores_it(tmp_path):

@@ -366,11 +366,15 @@ def scores_markdown(scores: dict[str, Any], categories: list[str]) -> str:
 def write_scores(
     outdir: Path, rows: list[dict[str, Any]], categories: list[str], meta: dict[str, Any]
 ) -> dict[str, Any]:
-    """results.jsonl (rewritten in case order), scores.json and scores.md into ``outdir``;
-    returns the scores."""
+    """results.jsonl (rewritten in case order, the rows of other categories or pipelines
+    already there kept after them: a resumed run with fewer categories loses nothing),
+    scores.json and scores.md (of ``rows``) into ``outdir``; returns the scores."""
     outdir.mkdir(parents=True, exist_ok=True)
-    with (outdir / "results.jsonl").open("w", encoding="utf-8") as handle:
-        for row in rows:
+    path = outdir / "results.jsonl"
+    mine = {_job_key(row) for row in rows}
+    others = [row for row in read_results(path) if _job_key(row) not in mine]
+    with path.open("w", encoding="utf-8") as handle:
+        for row in [*rows, *others]:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     scores = {**meta, "categories": categories, **score(rows)}
     (outdir / "scores.json").write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
