@@ -469,9 +469,10 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
 
 
 def aliases(question: str, used: Iterable[str]) -> set[str]:
-    """The other names the question gives ``used`` strings in parentheses, casefolded:
-    "Amazon.com Inc. (AMZN)" after "Amazon.com" → {"amzn"}; "AMZN" after "AMZN" →
-    {"amazon.com inc."}. One thing written twice is no value for another call."""
+    """The other names the question gives ``used`` strings in parentheses, casefolded: in
+    "Amazon.com Inc. (AMZN)", "Amazon.com" → {"amzn"} and "AMZN" → {"amazon.com inc"} (the
+    capitalised name just before the parenthesis). One thing written twice is no value for
+    another call."""
     out: set[str] = set()
     for value in used:
         if not value.strip():
