@@ -322,6 +322,9 @@ def test_capped_keeps_quoted_then_short_in_order():
     values = ["a b c", "x", "quoted one here", "y z", "w"]
     assert capped(values, 3, {"quoted one here"}) == ["x", "quoted one here", "w"]
     assert capped(values, 10) == values
+    # a name counts as one word (BFCL parallel_multiple_150, development split)
+    names = ["the movies", "actor", "Leonardo DiCaprio", "starred", "in the year"]
+    assert capped(names, 3) == ["actor", "Leonardo DiCaprio", "starred"]
 
 
 def test_a_generation_gets_only_the_tokens_the_time_left_allows():

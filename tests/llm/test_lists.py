@@ -2,11 +2,11 @@
 functions over fixed texts, and the staged engine with scripted scores (no model words)."""
 
 import pytest
-from test_staged import ask, scorer
+from test_staged import ask, scorer, would_stop
 
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
-from lokal.llm.staged.lists import MAX_PRODUCT_CALLS, coordinated, cross_product
+from lokal.llm.staged.lists import MAX_PRODUCT_CALLS, chained, coordinated, cross_product, legs
 
 POINTS = {
     "type": "object",
@@ -188,3 +188,126 @@ def test_a_word_followed_by_its_object_is_a_verb_not_an_item():
     question = "Search the workspace for the file about the quarterly review and read it."
     assert coordinated(question, "review") == []
     assert coordinated("the review and the audit", "review") == ["review", "audit"]
+
+
+def test_a_list_a_call_took_whole_gives_no_other_calls():
+    # BFCL parallel_multiple_0 (development split): "the multiples of 3 and 5" went to
+    # one call's list; "the first five primes" is no call for 3
+    primes = {"type": "object", "properties": {"count": {"type": "integer"}}}
+    multiples = {"type": "object", "properties": {"multiples": {"type": "array"}}}
+    original = [
+        {"name": "sum_of_multiples", "args": {"multiples": [3, 5]}},
+        {"name": "product_of_primes", "args": {"count": 5}},
+    ]
+    question = "The sum of the multiples of 3 and 5, and the product of the first 5 primes"
+    parameters = {"sum_of_multiples": multiples, "product_of_primes": primes}
+    assert cross_product(original, question, parameters) == original
+    # without the list call, 5 is an item of "3 and 5"
+    found = cross_product(original[1:], question, parameters)
+    assert [c["args"]["count"] for c in found] == [3, 5]
+
+
+def test_a_value_counts_where_it_stands_in_a_list():
+    # BFCL parallel_190 (development split): "shortest" first stands in no list
+    question = (
+        "What is the shortest driving distance from New York City to Los Angeles, "
+        "considering both the shortest and scenic route preferences?"
+    )
+    assert coordinated(question, "shortest") == ["shortest", "scenic"]
+
+
+@pytest.mark.parametrize(
+    "question, journey",
+    [
+        # BFCL parallel_135 (development split)
+        (
+            "What is the total distance in kilometers if I start my journey from New York, "
+            "travel to Los Angeles, then from Los Angeles to Miami, and finally from Miami "
+            "back to New York?",
+            [("New York", "Los Angeles"), ("Los Angeles", "Miami"), ("Miami", "New York")],
+        ),
+        ("Fly from Paris to Rome and on to Vienna", [("Paris", "Rome"), ("Rome", "Vienna")]),
+        # one leg is no journey; a leg per sentence is a request per sentence
+        ("Convert 100 from USD to EUR", []),
+        (
+            "The distance from New York to London. Then the flights from London to Paris.",
+            [],
+        ),
+        # lower-case words are no places
+        ("from home to work, then to the gym", []),
+    ],
+)
+def test_the_legs_of_a_journey(question, journey):
+    assert legs(question) == journey
+
+
+def _route(start, end, preference="Shortest"):
+    args = {"start_location": start, "end_location": end, "route_preference": preference}
+    return {"name": "distance", "args": args}
+
+
+def test_each_leg_of_a_journey_gets_a_call():
+    question = (
+        "What is the shortest driving distance from New York City to Los Angeles, and then "
+        "from Los Angeles to Miami?"
+    )
+    found = chained([_route("New York City", "Los Angeles")], question)
+    assert found == [_route("New York City", "Los Angeles"), _route("Los Angeles", "Miami")]
+    # a leg a call took already is not made again; a call of no leg adds nothing
+    done = [_route("New York City", "Los Angeles"), _route("Los Angeles", "Miami")]
+    assert chained(done, question) == done
+    other = [_route("Boston", "Chicago")]
+    assert chained(other, question) == other
+    # the ends as the call wrote them: "Los Angeles, CA" is Los Angeles
+    found = chained([_route("New York City", "Los Angeles, CA")], question)
+    assert found[1]["args"]["start_location"] == "Los Angeles"
+    assert len(chained([_route("New York City", "Los Angeles")], question, limit=1)) == 1
+
+
+def test_the_legs_and_a_list_give_every_pair():
+    # BFCL parallel_190: two legs, each by the shortest and the scenic route
+    schema = {
+        "type": "object",
+        "properties": {
+            "start_location": {"type": "string"},
+            "end_location": {"type": "string"},
+            "route_preference": {"type": "string", "enum": ["Shortest", "Scenic"]},
+        },
+    }
+    question = (
+        "What is the shortest driving distance from New York City to Los Angeles, and then "
+        "from Los Angeles to Miami, considering both the shortest and scenic route preferences?"
+    )
+    journey = chained([_route("New York City", "Los Angeles")], question)
+    found = cross_product(journey, question, {"distance": schema})
+    assert sorted(tuple(c["args"].values()) for c in found) == [
+        ("Los Angeles", "Miami", "Scenic"),
+        ("Los Angeles", "Miami", "Shortest"),
+        ("New York City", "Los Angeles", "Scenic"),
+        ("New York City", "Los Angeles", "Shortest"),
+    ]
+
+
+def test_the_engine_adds_the_legs_of_a_journey():
+    tool = {
+        "name": "distance",
+        "description": "The driving distance between two places.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "start_location": {"type": "string", "description": "Where to start."},
+                "end_location": {"type": "string", "description": "Where to arrive."},
+            },
+            "required": ["start_location", "end_location"],
+        },
+    }
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "distance": 0.0}
+    table |= {'"New York City"': 0.0, '"Los Angeles"': -1.0, '"Miami"': -2.0}
+    question = (
+        "What is the driving distance from New York City to Los Angeles, and then from Los "
+        "Angeles to Miami?"
+    )
+    result = ask(question, ScriptedBackend(scorer=would_stop(table)), tools=[tool])
+    found = [tuple(c["args"].values()) for c in result["ai_message"]["tool_calls"]]
+    assert found == [("New York City", "Los Angeles"), ("Los Angeles", "Miami")]
+    assert result["attempts"][-1]["staged"]["legs"] == 1

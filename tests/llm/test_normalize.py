@@ -16,6 +16,7 @@ from lokal.llm.staged.candidates import (
     formula_candidates,
     implied_count,
     implied_numbers,
+    is_no_place,
     iso_dates,
     list_candidates,
     names_a_month,
@@ -30,6 +31,7 @@ from lokal.llm.staged.candidates import (
     stated_units,
     taken_number,
     unit_numbers,
+    wants_a_place,
     word_problem_candidates,
 )
 
@@ -162,6 +164,8 @@ def test_a_rate_takes_a_percentage_as_a_fraction(name, description, values, kept
         ("the sum of 12, 15, 18 and 20", [[12, 15, 18, 20]]),
         ("the scores 7.5, 8 and 9", [[7.5, 8, 9]]),
         ("between 4 and 8", []),
+        # two numbers joined by "and" (BFCL parallel_multiple_0, development split)
+        ("the multiples of 3 and 5 between 1 and 1000", [[3, 5]]),
     ],
 )
 def test_lists_the_question_writes_out(text, lists):
@@ -738,7 +742,48 @@ PROBABILITY = {"type": "number", "description": "The probability of success, def
         # an integer parameter takes no fraction; a string parameter no number
         ({"type": "integer", "description": "The modulus."}, "a modulus of 2.5", None),
         ({"type": "string", "description": "The modulus."}, "a modulus of 3", None),
+        # "total" qualifies the thing named (BFCL parallel_multiple_70, development split)
+        (
+            {"type": "number", "description": "The total solar panel area in square feet."},
+            "a panel area of 50000 square feet, and a total of 100 wind turbines",
+            None,
+        ),
     ],
 )
 def test_the_number_written_beside_what_a_description_names(spec, text, number):
     assert described_number(spec, text) == number
+
+
+@pytest.mark.parametrize(
+    ("name", "place"),
+    [
+        ("city", True),
+        ("loc", True),
+        ("departure_location", True),
+        ("destinationLocation", True),
+        ("zipcode", False),
+        ("statement", False),
+        ("fee", False),
+    ],
+)
+def test_a_parameter_that_takes_a_place(name, place):
+    assert wants_a_place(name) is place
+
+
+@pytest.mark.parametrize(
+    ("value", "no_place"),
+    [
+        # BFCL parallel_multiple_145 and _150 (development split): "$300" for the lawyer's
+        # city, "2022-12-25" scored best for the flight's destination
+        ("$300", True),
+        ("2022-12-25", True),
+        ("10:00AM", True),
+        ("300", True),
+        (300, True),
+        ("New York", False),
+        ("Area 51", False),
+        ("Los Angeles, CA", False),
+    ],
+)
+def test_values_that_are_no_place(value, no_place):
+    assert is_no_place(value) is no_place

@@ -24,8 +24,10 @@ from lokal.llm.staged.candidates import (
     later_values,
     named_switch,
     names_parameter,
+    opening_part,
     sibling_values,
     singular_names,
+    states_any,
     text_numbers,
     text_spans,
     waiting_values,
@@ -810,6 +812,20 @@ def test_a_name_made_of_a_tools_name_is_no_later_value():
     said = "Most played Pop, then Rock on Most Played, then Most Played Jazz"
     assert later_values(said, [{"genre": "Pop"}]) == ["Rock", "Most Played", "Most Played Jazz"]
     assert later_values(said, [{"genre": "Pop"}], tools) == ["Rock", "Most Played Jazz"]
+    # a tool's name quoted (BFCL parallel_multiple_145, development split)
+    question = (
+        "Lawyers in Boston. Could you use the 'lawyer.find' function? The rating of Magnus Carlsen"
+    )
+    assert later_values(question, [{"city": "Boston"}]) == ["lawyer.find", "Magnus Carlsen"]
+    assert later_values(question, [{"city": "Boston"}], ["lawyer.find"]) == ["Magnus Carlsen"]
+
+
+def test_a_value_is_stated_as_whole_words():
+    # "CA" is not stated by "calculate": the part about the fitness held no value for the
+    # call about Los Angeles, CA (BFCL parallel_multiple_145, development split)
+    assert not states_any("calculate the evolutionary fitness", ["CA"])
+    assert states_any("the nearest Walmart in Los Angeles, CA.", ["CA"])
+    assert states_any("the company 'Apple Inc.' in 2015", ["apple inc."])
 
 
 def would_stop(table):
@@ -1233,9 +1249,51 @@ def test_a_request_is_not_split_inside_a_number_written_with_thousands():
     assert clauses(question) == [
         "A loan of $500,000 from HSBC",
         "of $700,000 from Wells Fargo",
-        "3",
-        "4",
+        "3,4",
     ]
+
+
+@pytest.mark.parametrize(
+    "question, parts",
+    [
+        # BFCL parallel_multiple_0 and _20 (development split): the numbers of a list
+        (
+            "Find the sum of all the multiples of 3 and 5 between 1 and 1000. Also find the "
+            "product of the first five prime numbers.",
+            [
+                "Find the sum of all the multiples of 3 and 5 between 1 and 1000",
+                "find the product of the first five prime numbers",
+            ],
+        ),
+        (
+            "Determine the median and variance for the data points 3,4,5, and 8",
+            ["Determine the median", "variance for the data points 3,4,5, and 8"],
+        ),
+        # brackets hold one value
+        (
+            "the cosine similarity of [1, 2, 3] and [4, 5, 6], then round it",
+            ["the cosine similarity of [1, 2, 3]", "[4, 5, 6]", "round it"],
+        ),
+        # a number and a word are two parts
+        ("a base of 10 and height 5", ["a base of 10", "height 5"]),
+        ("read a.txt, then search for b, and also c", ["read a.txt", "search for b", "c"]),
+        # an opening request for help is no part, nor a lone sequence word (BFCL
+        # parallel_multiple_150: the first call's part was "Could you ... things? First")
+        (
+            "Could you help me with a few things? First, find the movies of Leonardo DiCaprio. "
+            "Second, the lawsuits against Apple",
+            ["find the movies of Leonardo DiCaprio", "the lawsuits against Apple"],
+        ),
+        # ...unless it names a value: then it is the request
+        (
+            "Can you help me find a property in San Francisco? Also a villa",
+            ["Can you help me find a property in San Francisco", "a villa"],
+        ),
+        ("Can you help me?", ["Can you help me"]),
+    ],
+)
+def test_the_parts_of_a_request(question, parts):
+    assert clauses(question) == parts
 
 
 LOAN = {
@@ -2198,6 +2256,49 @@ def test_the_first_call_of_a_request_in_parts_is_about_its_first_part():
     assert result["ai_message"]["tool_calls"][0]["name"] == "country_info.capital"
 
 
+RECIPE_TOOLS = [
+    {
+        "name": name,
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {"recipe": {"type": "string", "description": "The recipe."}},
+            "required": ["recipe"],
+        },
+    }
+    for name, description in [
+        ("recipe_search", "Search for a recipe for a dish."),
+        ("recipe_prep_time", "How long a recipe takes to prepare and cook."),
+        ("recipe_nutrition_info", "The nutritional information of a recipe."),
+    ]
+]
+
+
+def test_the_next_call_is_about_the_part_closest_to_a_tool_not_called():
+    """BFCL parallel_multiple_55 (development split): after the search and the preparation
+    time, the next part left was "cook" (of "prepare and cook"), which asked for the
+    preparation time again, and the nutrition was never asked for. With no value left for
+    another call, the next call is about the part closest to a tool not called yet. The
+    model wants three calls; its name scores are flat: the parts decide."""
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return 0.0 if prefix.count('"recipe"') < 3 else -9.0
+        if continuation == "]}":
+            return -1.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "recipe": 0.0, '"spaghetti"': 0.0}
+        return scorer(table)(prefix, continuation)
+
+    question = (
+        "Search for a spaghetti recipe, how long will it take to prepare and cook, and what "
+        "nutritional information could it provide me?"
+    )
+    profile = staged_profile(name_similarity_weight=5.0, name_bm25_weight=2.0)
+    result = ask(question, ScriptedBackend(scorer=score), profile, RECIPE_TOOLS)
+    names = [c["name"] for c in result["ai_message"]["tool_calls"]]
+    assert sorted(names) == sorted(t["name"] for t in RECIPE_TOOLS)
+
+
 def test_an_optional_number_written_beside_what_its_description_names_is_given():
     """BFCL parallel_160 (development split): "a 0.3 probability of winning" names the
     optional ``p`` ("The probability of success"), which was left out; the number beside the
@@ -2235,3 +2336,130 @@ def test_an_optional_number_written_beside_what_its_description_names_is_given()
     question = "If you play 20 times, what is the chance of winning 5 times?"
     result = ask(question, ScriptedBackend(scorer=score), tools=[tool])
     assert result["ai_message"]["tool_calls"][0]["args"] == {"trials": 20, "successes": 5}
+
+
+def test_a_place_parameter_takes_no_amount():
+    """BFCL parallel_multiple_145 (development split): the model liked "$300" for the
+    lawyer's city; a place is no amount, number, date or time, whatever the model likes."""
+    tool = {
+        "name": "lawyer_find",
+        "description": "Find a lawyer nearby.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city."},
+                "fee": {"type": "integer", "description": "The most per hour."},
+            },
+            "required": ["city", "fee"],
+        },
+    }
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "lawyer": 0.0, '"$300"': 0.0}
+    table |= {'"Boston"': -3.0, "300": 0.0}
+    question = "Find a lawyer in Boston who charges less than $300 per hour."
+    result = ask(question, ScriptedBackend(scorer=would_stop(table)), tools=[tool])
+    assert result["ai_message"]["tool_calls"][0]["args"] == {"city": "Boston", "fee": 300}
+
+
+def test_an_enum_value_an_earlier_call_took_waits_for_the_others_asked():
+    """BFCL parallel_multiple_85 (development split): "the Euclidean algorithm ... but this
+    time using the binary algorithm" gave Euclidean twice. The model likes Euclidean for
+    both calls; the second call takes the value asked for that no call has taken."""
+    tool = {
+        "name": "gcd",
+        "description": "The greatest common divisor of two numbers.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "num1": {"type": "integer"},
+                "num2": {"type": "integer"},
+                "algorithm": {"type": "string", "enum": ["euclidean", "binary"]},
+            },
+            "required": ["num1", "num2", "algorithm"],
+        },
+    }
+
+    def score(prefix, continuation):
+        if continuation == ', {"name": "':
+            return 0.0 if prefix.count('"num1"') < 2 else -9.0
+        if continuation == "]}":
+            return -1.0
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "gcd": 0.0, '"euclidean"': 0.0}
+        return scorer(table)(prefix, continuation)
+
+    question = (
+        "Find the greatest common divisor of 56 and 98 using the Euclidean algorithm, and of "
+        "81 and 27, but this time using the binary algorithm."
+    )
+    result = ask(question, ScriptedBackend(scorer=score), tools=[tool])
+    calls = [c["args"] for c in result["ai_message"]["tool_calls"]]
+    assert [c["algorithm"] for c in calls] == ["euclidean", "binary"]
+    # one value asked for: every call takes it, though the model likes the other
+
+    def likes_binary(prefix, continuation):
+        if prefix.endswith('"algorithm": '):
+            return {'"binary"': 0.0}.get(continuation.split(",")[0].split("}")[0], -2.0)
+        return score(prefix, continuation)
+
+    question = "The gcd of 56 and 98 and of 81 and 27, each with the euclidean algorithm"
+    result = ask(question, ScriptedBackend(scorer=likes_binary), tools=[tool])
+    calls = [c["args"] for c in result["ai_message"]["tool_calls"]]
+    assert [c["algorithm"] for c in calls] == ["euclidean", "euclidean"]
+
+
+@pytest.mark.parametrize(
+    "question, opening",
+    [
+        (
+            "Can you help me with a few calculations? First, I need the power of 7 raised to "
+            "3. Then, the chance of a red card from a deck of 52 cards.",
+            "First, I need the power of 7 raised to 3.",
+        ),
+        ("The power of 7 raised to 3, then the chance of a red card", None),
+        ("Apple Inc. (AAPL) and Microsoft", None),
+    ],
+)
+def test_the_sentence_a_request_opens_with(question, opening):
+    assert opening_part(question) == opening
+
+
+POWER_TOOLS = [
+    {
+        "name": "power",
+        "description": "A number raised to a power.",
+        "parameters": {
+            "type": "object",
+            "properties": {"base": {"type": "integer"}, "exponent": {"type": "integer"}},
+            "required": ["base", "exponent"],
+        },
+    },
+    {
+        "name": "dna_fetch",
+        "description": "Fetch a DNA sequence by its id.",
+        "parameters": {
+            "type": "object",
+            "properties": {"dna_id": {"type": "string"}, "upstream": {"type": "integer"}},
+            "required": ["dna_id"],
+        },
+    },
+]
+
+
+def test_the_first_call_takes_the_values_of_the_first_sentence():
+    """BFCL parallel_multiple_155 (development split): "First, I need to calculate the
+    power of 7 raised to 3. ... upstream 5 ..." gave the power a base of 5, the number the
+    model liked; the first call of a request in several sentences takes the values of the
+    first sentence first."""
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "power": 0.0, "dna": -5.0}
+    table |= {"5": 0.0, "7": -1.0, "3": -2.0}
+    question = (
+        "Can you help me with a few calculations? First, I need to calculate the power of 7 "
+        "raised to 3. Then, fetch the DNA sequence 'XYZ123' with 5 base pairs upstream."
+    )
+    profile = staged_profile(later_value_bonus=3.0)
+    result = ask(question, ScriptedBackend(scorer=would_stop(table)), profile, POWER_TOOLS)
+    call = result["ai_message"]["tool_calls"][0]
+    assert (call["name"], call["args"]) == ("power", {"base": 7, "exponent": 3})
+    # a request of one sentence: the model's choice
+    question = "Calculate the power of 7 raised to 3, then fetch DNA 'XYZ123' 5 bases upstream"
+    result = ask(question, ScriptedBackend(scorer=would_stop(table)), profile, POWER_TOOLS)
+    assert result["ai_message"]["tool_calls"][0]["args"]["base"] == 5

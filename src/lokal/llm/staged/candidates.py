@@ -337,10 +337,14 @@ def value_kinds(spec: dict[str, Any]) -> set[str]:
 
 
 _CLAUSE_SPLIT = re.compile(
-    r"\s*(?:(?<!\d),|,(?!\d{3}\b)|[;，；。]|\band then\b|\bthen\b|\band also\b|\balso\b|"
-    r"\bafter that\b|\bfinally\b|\band\b|然后|最后|并且|再)\s*",
+    r"(\s*(?:(?<!\d),|,(?!\d{3}\b)|[;，；。]|\band then\b|\bthen\b|\band also\b|\balso\b|"
+    r"\bafter that\b|\bfinally\b|\band\b|然后|最后|并且|再)\s*)",
     re.IGNORECASE,
 )
+# the separators that join the items of a list of numbers ("3, 4 and 5"), not two parts
+_ITEM_JOINS = re.compile(r"(?:\s*(?:,|\band\b)\s*)+", re.IGNORECASE)
+_ENDS_WITH_NUMBER = re.compile(r"(?<![\w.])-?\$?\d+(?:\.\d+)?%?$")
+_OPENS_WITH_NUMBER = re.compile(r"^-?\$?\d")
 
 
 def wants_numbers(spec: dict[str, Any]) -> bool:
@@ -359,10 +363,81 @@ def wants_numbers(spec: dict[str, Any]) -> bool:
     return bool(kinds) and kinds <= {"number", "integer"}
 
 
+# "Can you help me with a few tasks? First, ...": a request for help before the request
+_HELP_OPENING = re.compile(
+    r"^\W*(?:can|could|would|will)\s+you\s+(?:please\s+)?(?:help|assist)\s+me\b[^?.!]*\?\s*",
+    re.IGNORECASE,
+)
+# a sequence word that ends a part (the next part's opening) or is one: "..., First"
+_SEQUENCE_TAIL = re.compile(
+    r"(?:^|\s+)(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|fourth(?:ly)?|next|lastly|finally)"
+    r"\W*$",
+    re.IGNORECASE,
+)
+
+
+def _without_help_opening(question: str) -> str:
+    """``question`` without an opening request for help that names no value and is followed
+    by the request ("Can you help me with a few tasks? First, ..."); "Can you help me find a
+    property in San Francisco, CA ...?" is the request."""
+    opening = _HELP_OPENING.match(question)
+    if (
+        opening
+        and question[opening.end() :].strip()
+        and not re.search(r"\d|['\"“]|(?<!^)\b[A-Z]", opening.group().strip(' "“'))
+    ):
+        return question[opening.end() :]
+    return question
+
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+(?=[A-Z\"“'])")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut after each ".", "?" or "!" that a capital (or a quote) follows."""
+    return [s for s in _SENTENCE_BREAK.split(text) if s.strip()]
+
+
+def opening_part(question: str) -> str | None:
+    """The first sentence of a request of several sentences (an opening request for help
+    aside): the part its first call is about, as the first part is for the choice of the
+    tool ("First, I need to calculate the power of 7 raised to 3. Then, ... 52 playing
+    cards ..." gave the power a base of 5: BFCL parallel_multiple_155). None for a request
+    of one sentence."""
+    parts = sentences(_without_help_opening(question).strip())
+    return parts[0] if len(parts) > 1 else None
+
+
 def clauses(question: str) -> list[str]:
     """The parts of a request that may each need a call ("read a.txt, then search for b"):
-    the question split at commas, semicolons and sequence words (and, then, also, 然后…)."""
-    parts = [p.strip(" .?!。？！") for p in _CLAUSE_SPLIT.split(question)]
+    the question split at commas, semicolons and sequence words (and, then, also, 然后…),
+    except inside brackets ("[1, 2, 3]") and between the numbers of a list ("the multiples
+    of 3 and 5 between 1 and 1000", "data points 3,4,5,2,8,5"): split there, the part of
+    the request that names a tool lost its values, and the next call was about the same
+    part again (BFCL's parallel_multiple_0 and _20 never called the second tool). An
+    opening request for help that names no value ("Could you help me with a few things?
+    First, ...") is no part when others follow, nor is a lone sequence word ("First",
+    "Lastly")."""
+    pieces = _CLAUSE_SPLIT.split(_without_help_opening(question))
+    parts = [pieces[0]]
+    join = ""
+    for separator, piece in zip(pieces[1::2], pieces[2::2], strict=True):
+        join += separator
+        if not piece.strip():  # ", and ": one separator
+            continue
+        last = parts[-1]
+        inside = last.count("[") > last.count("]") or last.count("(") > last.count(")")
+        listed = (
+            _ITEM_JOINS.fullmatch(join)
+            and _ENDS_WITH_NUMBER.search(last.rstrip())
+            and _OPENS_WITH_NUMBER.match(piece)
+        )
+        if inside or listed:
+            parts[-1] = last + join + piece
+        else:
+            parts.append(piece)
+        join = ""
+    parts = [_SEQUENCE_TAIL.sub("", p).strip(' .?!。？！"“”') for p in parts]
     return [p for p in parts if any(c.isalnum() for c in p)]
 
 
@@ -461,7 +536,13 @@ def later_values(question: str, args: list[dict[str, Any]], tools: Iterable[str]
             and not (dated and n.split()[0].casefold() in _MONTHS)
         ]
     named = {w.casefold() for t in tools for w in name_words(t).split()}
-    later = [v for v in later if not isinstance(v, str) or not set(v.casefold().split()) <= named]
+    names = {t.casefold() for t in tools}  # "using the 'chess.rating' function"
+    later = [
+        v
+        for v in later
+        if not isinstance(v, str)
+        or not (set(v.casefold().split()) <= named or v.casefold() in names)
+    ]
     other = aliases(question, strings)
     return list(
         dict.fromkeys(v for v in later if not (isinstance(v, str) and v.casefold() in other))
@@ -504,7 +585,8 @@ def _cue(question: str, start: int) -> str | None:
 
 
 def _statement(question: str, value: Any) -> int | None:
-    """Where ``question`` first states ``value`` (a number as written, a name ignoring case)."""
+    """Where ``question`` first states ``value`` (a number as written, a name ignoring case,
+    as whole words: "CA" is not stated by "calculate")."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return next(
             (
@@ -515,8 +597,10 @@ def _statement(question: str, value: Any) -> int | None:
             None,
         )
     if isinstance(value, str) and value.strip():
-        at = question.casefold().find(value.casefold())
-        return at if at >= 0 else None
+        written = re.search(
+            r"(?<!\w)" + re.escape(value.casefold()) + r"(?!\w)", question.casefold()
+        )
+        return written.start() if written else None
     return None
 
 
@@ -1053,6 +1137,10 @@ _TOKEN_RUN = re.compile(r"(?<![^\s(\[:])[^\s,;:()\[\]]+(?:\s*,\s*(?:and\s+)?[^\s
 # numbers with "and" before the last, with or without a comma: "12, 15, 18 and 20"
 _N = r"-?\$?\d+(?:\.\d+)?"
 _NUMBER_RUN = re.compile(rf"(?<![\w.]){_N}(?:\s*,\s*{_N})+\s*,?\s+and\s+{_N}(?![\w.]*\d)")
+# two numbers joined by "and": "the multiples of 3 and 5" (not a range: "between 4 and 8")
+_NUMBER_PAIR = re.compile(
+    rf"(?<![\w.])(?<!between )(?<!from ){_N}\s+and\s+{_N}(?![\w.]*\d)", re.IGNORECASE
+)
 _ITEM_NUMBER = re.compile(r"[-+]?\$?\d+(?:\.\d+)?")
 
 
@@ -1072,7 +1160,8 @@ def _list_items(parts: list[str]) -> list[Any] | None:
 
 def list_candidates(text: str) -> list[list[Any]]:
     """The lists ``text`` writes out, whole: the items of each bracketed list, each run of
-    numbers with "and" before the last ("12, 15, 18 and 20"), and each run of three or more
+    numbers with "and" before the last ("12, 15, 18 and 20"; "the multiples of 3 and 5"
+    after the runs), and each run of three or more
     one-word items separated by commas ("a Hand of 8♥, 10♥, J♥, Q♥, K♥ and Mike having ..."
     gives the five cards; the run ends where a space, not a comma, follows an item).
     Numbers as numbers. An array argument generated by the model stopped early:
@@ -1082,7 +1171,13 @@ def list_candidates(text: str) -> list[list[Any]]:
         items = _list_items(re.split(r"[,;，；、]", match.group(1)))
         if items is not None and items not in found:
             found.append(items)
-    for match in _NUMBER_RUN.finditer(text):
+    runs = list(_NUMBER_RUN.finditer(text))
+    pairs = [
+        m
+        for m in _NUMBER_PAIR.finditer(text)
+        if not any(r.start() <= m.start() < r.end() for r in runs)
+    ]
+    for match in [*runs, *pairs]:
         items = _list_items(re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", match.group(0)))
         if items is not None and items not in found:
             found.append(items)
@@ -1448,8 +1543,14 @@ def names_a_month(name: str, spec: dict[str, Any], text: str) -> bool:
     return any(w in _MONTHS and len(w) > 3 for w in re.findall(r"[a-z]+", text.casefold()))
 
 
+# words a description opens with before the thing it names: "The total solar panel area"
+# names an area ("a total of 100 wind turbines" is no area: BFCL parallel_multiple_70)
 _DESCRIPTION_OPENING = frozenset(
-    re.findall(r"\w+", "optional required the a an this desired given specified expected")
+    re.findall(
+        r"\w+",
+        """optional required the a an this desired given specified expected total estimated
+        approximate overall average""",
+    )
 )
 
 
@@ -1627,6 +1728,28 @@ _ASKING = frozenset(
         "and with from",
     )
 )
+
+
+_PLACE_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        """city location loc place destination origin address town country region venue""",
+    )
+)
+# no place: an amount ("$300"), a number, a date ("2022-12-25"), a clock time
+_NOT_A_PLACE = re.compile(r"^[\W\d_]*$|[$€£¥]|^\d{4}-\d{2}-\d{2}$|^\d{1,2}:\d{2}")
+
+
+def wants_a_place(name: str) -> bool:
+    """Whether a parameter takes a place by its name (``city``, ``loc``,
+    ``departure_location``)."""
+    return bool(set(name_words(name).casefold().split()) & _PLACE_WORDS)
+
+
+def is_no_place(value: Any) -> bool:
+    """Whether ``value`` cannot be a place: not a string, or an amount, a number, a date or a
+    time ("$300" was the lawyer's city in BFCL's parallel_multiple_145, development split)."""
+    return not isinstance(value, str) or bool(_NOT_A_PLACE.search(value.strip()))
 
 
 def wants_a_query(name: str) -> bool:

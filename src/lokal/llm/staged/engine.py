@@ -87,6 +87,7 @@ from lokal.llm.staged.candidates import (
     inferred_format,
     is_a_topic,
     is_expression,
+    is_no_place,
     is_unit,
     iso_dates,
     later_values,
@@ -97,6 +98,7 @@ from lokal.llm.staged.candidates import (
     names_a_month,
     names_parameter,
     number_candidates,
+    opening_part,
     percent_form,
     refers_back,
     scaled_away,
@@ -110,13 +112,14 @@ from lokal.llm.staged.candidates import (
     text_spans,
     value_kinds,
     waiting_values,
+    wants_a_place,
     wants_a_query,
     wants_expression,
     wants_numbers,
     whole_names,
     word_problem_candidates,
 )
-from lokal.llm.staged.lists import cross_product
+from lokal.llm.staged.lists import chained, cross_product
 from lokal.messages import call_key
 from lokal.tools.schema import ToolSpec, schema_validator
 
@@ -395,7 +398,9 @@ def capped(
     """At most ``cap`` of ``values`` (candidates in order of appearance), so that a long
     question does not cost hundreds of scored continuations: quoted passages and non-strings
     first, then strings by their number of words (every single word of the question before
-    any pair of words), ties in order of appearance; the kept ones in their original order."""
+    any pair of words; a name, every word capitalised, counts as one word: "Leonardo
+    DiCaprio" was cut from a long question and "DiCaprio" chosen), ties in order of
+    appearance; the kept ones in their original order."""
     if len(values) <= cap:
         return values
 
@@ -403,7 +408,10 @@ def capped(
         index, value = item
         if not isinstance(value, str) or value in quoted:
             return (0, index)
-        return (len(value.split()), index)
+        words = value.split()
+        if all(w[:1].isupper() for w in words):
+            return (1, index)
+        return (len(words), index)
 
     kept = sorted(sorted(enumerate(values), key=priority)[:cap])
     return [value for _, value in kept]
@@ -533,6 +541,10 @@ class StagedEngine:
         self.results = results or []
         self.done = done or set()
         self.clauses = clauses(question)
+        # the sentence a request of several opens with: its first call's values come first
+        # (of a request in parts among several tools: one tool's parts are its one call's)
+        several = len(self.clauses) > 1 and len(self.tools) > 1
+        self._opening = opening_part(question) if several else None
         self.covered: set[int] = set()
         self._source = question
         self.usage = _Stage()
@@ -910,11 +922,14 @@ class StagedEngine:
         remaining = [i for i in range(len(self.clauses)) if i not in self.covered]
         pending = 0.0
         listed = 0.0
+        closest = remaining[0] if remaining else None  # the part pending comes from
         if len(self.clauses) > 1:
             for i in remaining:
                 ranking = self._clause_ranking(self.clauses[i])
                 other = [t.similarity for n, t in ranking.items() if n not in called]
-                pending = max(pending, max(other, default=0.0))
+                if max(other, default=0.0) > pending:
+                    pending = max(other)
+                    closest = i
                 if len(re.findall(r"\w+", self.clauses[i])) <= 2:
                     listed = 1.0
         s = self.staged
@@ -937,6 +952,7 @@ class StagedEngine:
             "later_values": values,
             "margin": margin,
             "remaining": remaining,
+            "closest": closest,
         }
 
     def cover(self, args_text: str) -> None:
@@ -1125,6 +1141,9 @@ class StagedEngine:
         # the tool, not its target; "using the 'geodistance.find' function" is no city
         names = {n.casefold() for n in self.tools}
         values = [v for v in values if not (isinstance(v, str) and v.casefold() in names)]
+        if wants_a_place(self._param_name) and kinds <= {"string", "null"}:
+            # a place is no amount, number, date or time ("$300" for a city)
+            values = [v for v in values if not is_no_place(v)] or values
         if tool is not None and inferred_format(self._param_name, spec) == "path":
             # a table tool takes the table the question names, not the notes beside it
             values = [v for v in values if fits_the_file(tool, [str(v)])] or values
@@ -1194,11 +1213,19 @@ class StagedEngine:
         ]
         if isinstance(spec.get("enum"), list):
             # an enum value the question asks for in its own words ("per region": groupby)
-            # comes before the others; the model's likelihood orders each group
-            for i, text in enumerate(texts):
-                with contextlib.suppress(json.JSONDecodeError):
-                    if cued(json.loads(text), self.question):
-                        adjusted[i] += CUE_BONUS
+            # comes before the others; the model's likelihood orders each group. Where the
+            # question asks for several, one an earlier call of this tool took waits for
+            # the others, as listed options do ("the Euclidean algorithm ... this time the
+            # binary algorithm" gave Euclidean twice: BFCL parallel_multiple_85)
+            asked = [
+                i
+                for i, value in enumerate(_decoded(text) for text in texts)
+                if value is not None and cued(value, self.question)
+            ]
+            before = self._taken_before()
+            fresh = [i for i in asked if _decoded(texts[i]) not in before]
+            for i in fresh or asked:
+                adjusted[i] += CUE_BONUS
         elif value_kinds(spec) - {"null"} == {"string"}:
             # "units for each product": group_by "product", column "units", whatever the
             # model's likelihood of "row" or "region" (lokal.llm.staged.candidates.column_cue)
@@ -1258,15 +1285,17 @@ class StagedEngine:
                 # the value this parameter took in an earlier call of the tool, where the
                 # part of the request this call is about states another and not it: "ARIMA
                 # for Apple, and then ... for Microsoft using the LSTM model"
-                name = self.pending["name"]
-                before = [
-                    c["args"][self._param_name]
-                    for c in self.found
-                    if c["name"] == name and self._param_name in (c.get("args") or {})
-                ]
+                before = self._taken_before()
                 for i, item in enumerate(_decoded(text) for text in texts):
                     if item in before and not states_any(self._source, [item]):
                         adjusted[i] -= self.staged.later_value_bonus
+        if self._opening and not self.found and not self.has_results:
+            # the first call of a request in several sentences takes the values of the
+            # first one first ("First, the power of 7 raised to 3. Then ... 52 playing cards
+            # ... upstream 5" gave the power a base of 5), as its tool is ranked against it
+            for i, item in enumerate(_decoded(text) for text in texts):
+                if item is not None and states_any(self._opening, [item]):
+                    adjusted[i] += self.staged.later_value_bonus
         waiting: list[int] = []
         if self.staged.waiting_value_penalty and len(texts) > 1:
             # a request repeated with new values: this call takes the first of them not
@@ -1286,6 +1315,16 @@ class StagedEngine:
         if waiting:
             trace["waiting"] = [texts[i] for i in waiting]
         return ranked, trace
+
+    def _taken_before(self) -> list[Any]:
+        """The values the parameter being filled took in this reply's earlier calls of the
+        tool being called."""
+        name = self.pending["name"] if self.pending is not None else None
+        return [
+            c["args"][self._param_name]
+            for c in self.found
+            if c["name"] == name and self._param_name in (c.get("args") or {})
+        ]
 
     def fill_args(
         self, head: str, schema: dict[str, Any], optional: dict[str, Any] | None = None
@@ -1502,20 +1541,22 @@ class StagedEngine:
             self.stage = f"another call after call {len(calls)}"
             more = self.continue_evidence(prefix, {c["name"] for c in calls})
             calls[-1]["continue"] = _rounded(
-                {k: v for k, v in more.items() if k not in ("remaining", "later_values")}
+                {k: v for k, v in more.items() if k not in ("remaining", "later_values", "closest")}
             )
             if more["margin"] <= 0:
                 break
             later = self._later = more["later_values"]
             prefix += _NEXT_CALL
             if more["remaining"]:  # the next call is about the next part of the request:
-                # the first that states a value no call has used, else the first left
+                # the first that states a value no call has used, else the one closest to
+                # a tool not called yet ("..., how long will it take to prepare and cook,
+                # and what nutritional information": not "cook" after the preparation time)
                 ahead = [
                     i
                     for i in more["remaining"]
                     if states_any(self.clauses[i], more["later_values"])
                 ]
-                focus = self.clauses[(ahead or more["remaining"])[0]]
+                focus = self.clauses[ahead[0] if ahead else more["closest"]]
                 self._source = focus
         self.trace["calls"] = calls
         if finish == "stop":
@@ -1523,16 +1564,22 @@ class StagedEngine:
         return self._result(prefix + _END_CALLS, finish, self._last)
 
     def _cross_product(self, prefix: str) -> str:
-        """The reply's calls (``prefix``) with those the question's written-out lists ask
-        for added (``lists.cross_product``: "water and iron at 0 meters and 1000 meters"
-        after two calls gives four); none that already succeeded this turn."""
+        """The reply's calls (``prefix``) with those the legs of a journey and the
+        question's written-out lists ask for added (``lists.chained``: "from New York to Los
+        Angeles, then from Los Angeles to Miami" after the first leg's call gives the second;
+        ``lists.cross_product``: "water and iron at 0 meters and 1000 meters" after two
+        calls gives four); none that already succeeded this turn."""
         parameters = {name: tool.parameters for name, tool in self.tools.items()}
-        product = cross_product(self.found, self.question, parameters)
+        journey = chained(self.found, self.question)
+        product = cross_product(journey, self.question, parameters)
         if len(product) == len(self.found):
             return prefix
         product = [
             c for c in product if c in self.found or call_key(c["name"], c["args"]) not in self.done
         ]
+        if len(journey) > len(self.found):  # calls added for the legs of a journey
+            self.trace["legs"] = len(journey) - len(self.found)
+        # calls added in all (legs and lists)
         self.trace["cross_product"] = len(product) - len(self.found)
         self.found = product
         return CALL_OPENING + _NEXT_CALL.join(
