@@ -112,6 +112,7 @@ def collect(profile, cases, default_tools, stage1_only: bool = False, names_only
             "similarity": stage1["similarity"],
             "bm25": stage1["bm25"],
             "signal": stage1["signal"],
+            "blocked": engine.answer_instead() is not None,
             "offered": [t.name for t in offered],
             "recall": bool(wanted) and wanted[0] in selection.offered,
         }
@@ -500,6 +501,7 @@ def collect_bfcl_stage1(profile, categories: list[str], limit: int | None = STAG
                 "call": not is_irrelevance(category),
                 "results": False,
                 **{f: stage1[f] for f in ("lm", "similarity", "bm25", "signal")},
+                "blocked": engine.answer_instead() is not None,
             }
             rows.append(row)
             print(
@@ -510,17 +512,51 @@ def collect_bfcl_stage1(profile, categories: list[str], limit: int | None = STAG
     return rows
 
 
+E2E_QUESTIONS = {"tasks": "data/dev/e2e_tasks.json", "pairs": "data/dev/e2e_pairs.json"}
+
+
+def collect_e2e_stage1(profile, default_tools, limit: int | None = None, sources=E2E_QUESTIONS):
+    """The answer-or-call evidence of lokal's development end-to-end questions (the tasks
+    and the paraphrase pairs, `lokal run`'s tools; the first ``limit`` of each): a call is
+    expected when the task expects a tool."""
+    backend = get_backend(profile)
+    neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
+    tools = tool_specs(default_tools)
+    rows = []
+    for source, path in sources.items():
+        data = json.loads(Path(path).read_text("utf-8"))
+        for task in (data if isinstance(data, list) else data["tasks"])[:limit]:
+            case = {"messages": [{"role": "user", "content": task["question"]}]}
+            engine, _, _ = _engine(backend, profile, case, tools, neutral)
+            stage1 = engine.call_margin()
+            rows.append(
+                {
+                    "id": task["id"],
+                    "source": source,
+                    "call": bool(task.get("expect_tools")),
+                    "results": False,
+                    **{f: stage1[f] for f in ("lm", "similarity", "bm25", "signal")},
+                    "blocked": engine.answer_instead() is not None,
+                }
+            )
+    return rows
+
+
 def _stage1_group(row) -> str:
-    if row.get("source", "lokal") == "lokal":
-        return "lokal"
+    source = row.get("source", "lokal")
+    if source in ("lokal", *E2E_QUESTIONS):
+        return "lokal" if source == "lokal" else f"lokal {source}"
     return "BFCL call" if row["call"] else "BFCL no call"
 
 
 def _stage1_right(row, weights: dict) -> bool:
+    """Whether the decision as the engine makes it is right: a call when the margin is
+    positive and no filter after stage 1 turns it into an answer (``blocked``:
+    ``StagedEngine.answer_instead``)."""
     margin = weights["call_bias"] + sum(
         weights[STAGE1_WEIGHTS[i]] * float(row.get(f, 0.0)) for i, f in enumerate(STAGE1)
     )
-    return (margin > 0) == bool(row["call"])
+    return (margin > 0 and not row.get("blocked")) == bool(row["call"])
 
 
 def _by_group(rows, right: list[bool]) -> dict:
@@ -544,6 +580,32 @@ def sign_test(better: int, worse: int) -> float:
 
 
 BIAS_SHIFTS = (-1.0, -0.5, 0.0, 0.5, 1.0, 1.5)
+BIAS_GRID = (-0.5, -0.4, -0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
+
+
+def bias_out_of_fold(rows, configured: dict, folds: int = 5) -> dict:
+    """The configured weights with only the bias moved, the move chosen on the other folds
+    (the best of ``BIAS_GRID``; the smallest on a tie) and scored on the held-out one: how
+    much a re-centred threshold gains on cases it was not chosen on."""
+    right = 0
+    picks = []
+
+    def correct(subset, shift):
+        moved = {**configured, "call_bias": configured["call_bias"] + shift}
+        return sum(_stage1_right(r, moved) for r in subset)
+
+    for fold in range(folds):
+        train = [r for i, r in enumerate(rows) if i % folds != fold]
+        test = [r for i, r in enumerate(rows) if i % folds == fold]
+        best = max(BIAS_GRID, key=lambda shift: (correct(train, shift), -abs(shift)))
+        picks.append(best)
+        right += correct(test, best)
+    return {
+        "out_of_fold": right,
+        "of": len(rows),
+        "shifts": picks,
+        "configured": correct(rows, 0.0),
+    }
 
 
 def stage1_transfer(rows, staged: StagedSettings, folds: int = 5) -> dict:
@@ -572,6 +634,7 @@ def stage1_transfer(rows, staged: StagedSettings, folds: int = 5) -> dict:
         curve[shift] = _by_group(rows, [_stage1_right(r, moved) for r in rows])
     return {
         "configured": _by_group(rows, now),
+        "bias_out_of_fold": bias_out_of_fold(rows, configured, folds),
         "refit_in_sample": _by_group(rows, [_stage1_right(r, fitted) for r in rows]),
         "refit_out_of_fold": _by_group(rows, held_out),
         "refit": {k: round(v, 3) for k, v in fitted.items() if k != "accuracy"},
@@ -586,7 +649,7 @@ def stage1_transfer(rows, staged: StagedSettings, folds: int = 5) -> dict:
 def _groups_line(groups: dict) -> str:
     return ", ".join(
         f"{g} {groups[g][0]}/{groups[g][1]} ({100 * groups[g][0] / groups[g][1]:.1f} %)"
-        for g in ("all", "lokal", "BFCL call", "BFCL no call")
+        for g in ("all", "lokal", "lokal tasks", "lokal pairs", "BFCL call", "BFCL no call")
         if g in groups
     )
 
@@ -814,6 +877,7 @@ def _stage1_bfcl(args, profile, cases, tools) -> int:
             for key in ("offered", "recall", "calls"):
                 row.pop(key, None)
         rows += collect_bfcl_stage1(profile, categories, args.limit or STAGE1_BFCL_CAP)
+        rows += collect_e2e_stage1(profile, tools, args.limit)
     report = stage1_transfer(rows, profile.tool_calling.staged)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -830,6 +894,11 @@ def _stage1_bfcl(args, profile, cases, tools) -> int:
         f"kept: {report['kept']}"
     )
     print("refit staged:", json.dumps(report["refit"]))
+    moved = report["bias_out_of_fold"]
+    print(
+        f"bias moved, chosen on the other folds: out-of-fold {moved['out_of_fold']}/{moved['of']} "
+        f"(configured {moved['configured']}/{moved['of']}); moves chosen {moved['shifts']}"
+    )
     for shift, groups in report["bias_curve"].items():
         print(f"bias {shift:+.1f}: {_groups_line(groups)}")
     return 0

@@ -25,6 +25,7 @@ from lokal.llm.staged.candidates import (
     percent_form,
     percentages,
     refers_back,
+    relative_dates,
     scaled_away,
     scaled_numbers,
     stated_options,
@@ -66,6 +67,7 @@ def test_percentages_as_given_and_as_fractions():
         ("the 1st of Feb 2024", "2024-02-01"),
         ("2023/03/10", "2023-03-10"),
         ("03/10/2023", "2023-03-10"),
+        ("today is 20230929", "2023-09-29"),  # BFCL live_simple_185 (dev)
     ],
 )
 def test_iso_dates(text, iso):
@@ -787,3 +789,28 @@ def test_a_parameter_that_takes_a_place(name, place):
 )
 def test_values_that_are_no_place(value, no_place):
     assert is_no_place(value) is no_place
+
+
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        # BFCL live_simple_205 and live_simple_185 (development split)
+        ("Berkeley on the upcoming Saturday? Today is Tuesday April 25th 2023", ["2023-04-29"]),
+        ("available tomorrow, today is 20230929", ["2023-09-30"]),
+        ("Today is 2024-02-28. Book it for the day after tomorrow.", ["2024-03-01"]),
+        ("today's date is March 3rd, 2024; remind me in 10 days", ["2024-03-13"]),
+        (
+            "Today is Monday, March 4, 2024. Meet next Monday or on Friday?",
+            ["2024-03-11", "2024-03-08"],
+        ),
+        ("Today is 2024-03-04, what happened yesterday?", ["2024-03-03"]),
+    ],
+)
+def test_relative_dates_count_from_the_date_the_question_says_today_is(text, dates):
+    assert relative_dates(text)[0] == dates
+
+
+def test_no_relative_date_without_a_stated_today():
+    # no date is taken from the machine's clock: the same question, the same values
+    assert relative_dates("What is the weather tomorrow?") == ([], None)
+    assert relative_dates("Today is 2024-03-04.") == ([], "2024-03-04")

@@ -18,6 +18,7 @@ from lokal.llm.signals import (
     fits_the_file,
     names_a_file,
     names_a_tool,
+    only_social,
     question_signals,
     takes_a_path,
 )
@@ -272,3 +273,37 @@ def test_a_question_for_a_number_of_items(question, count):
 )  # fmt: skip
 def test_a_next_step_that_is_a_tool_s(question, tool_step):
     assert asks_a_tool_step(question) is tool_step
+
+
+@pytest.mark.parametrize(
+    ("text", "social"),
+    [
+        ("Thanks, that's all I needed!", True),
+        ("谢谢你的帮助！", True),
+        ("Hello!", True),
+        ("Thank you so much for your help.", True),
+        ("Goodbye!", True),
+        ("Thanks! Now read notes.txt", False),
+        ("Hi, what is 2+2?", False),
+        ("Hello world program in python", False),
+        ("Thanksgiving dates 2024", False),
+        ("Hey, can you help me?", False),
+        ("你好，请读取notes.txt", False),
+    ],
+)
+def test_a_message_that_only_thanks_or_greets(text, social):
+    assert only_social(text) is social
+
+
+def test_a_call_stage_1_wants_on_a_thank_you_is_an_answer():
+    # "Thanks, that's all I needed!" sat 0.002 below the call threshold on the development
+    # cases: a scripted model that wants a call still gets an answer
+    backend = ScriptedBackend(
+        ['{"content": "You are welcome!"}'],
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0.0}),
+    )
+    result = ask("Thanks, that's all I needed!", backend, profile=staged_profile(call_bias=5.0))
+    staged = result["attempts"][0]["staged"]
+    assert staged["answer_or_call"]["margin"] > 0 and staged["only_social"] is True
+    assert result["ai_message"]["tool_calls"] == []
+    assert result["ai_message"]["content"] == "You are welcome!"

@@ -231,6 +231,32 @@ def fits_the_file(tool: Any, files: Iterable[str]) -> bool:
     ) or not any("." in f.rsplit("/", 1)[-1] for f in files)
 
 
+# a message that only thanks, greets or takes leave: "Thanks, that's all I needed!",
+# "Hello!", "谢谢你的帮助！"; it asks for nothing a tool could do
+_SOCIAL = re.compile(
+    r"^\W*(?:(?:many\s+)?thanks?(?:\s+(?:you|a\s+lot|so\s+much|very\s+much))*|thx|cheers|hi|hello|hey"
+    r"|good\s*(?:bye|morning|afternoon|evening|night)|bye|see\s+you)(?![a-z])"
+    r"|^\W*(?:谢谢|多谢|感谢|你好|您好|再见|拜拜)",
+    re.IGNORECASE,
+)
+_SOCIAL_REST = re.compile(
+    r"^[\W\s]*(?:(?:that'?s|that\s+is|it'?s|this\s+is)\s+(?:all|it|great|perfect|helpful)"
+    r"(?:\s+i\s+(?:needed|wanted))?|(?:for|with)\s+(?:(?:your|the)\s+)?help|again|everyone"
+    r"|there|(?:你|您)?的?帮助|你|您|大家)?[\W\s]*$",
+    re.IGNORECASE,
+)
+
+
+def only_social(question: str) -> bool:
+    """Whether the message only thanks, greets or takes leave ("Thanks, that's all I
+    needed!", "Hello!", "谢谢你的帮助！"): no request follows, so no tool is called,
+    whatever the similarity says ("Thanks, that's all I needed!" sat 0.002 below the call
+    threshold on the development cases)."""
+    text = question.strip()
+    match = _SOCIAL.match(text)
+    return match is not None and bool(_SOCIAL_REST.match(text[match.end() :]))
+
+
 def question_signals(question: str, tools: Iterable[Any]) -> dict[str, bool]:
     """Which checkable signals of a call the question holds, given the tools on offer."""
     tools = list(tools)

@@ -16,6 +16,8 @@ each once, offered beside the values copied verbatim:
 - ``number_words``: "top three" → 3, "twenty-five" → 25, "a dozen" → 12;
 - ``percentages``: "5%" → 5 and 0.05 (a rate is often asked as a fraction);
 - ``iso_dates``: "March 10th, 2023", "10 March 2023", "2023/03/10" → "2023-03-10";
+- ``relative_dates``: "tomorrow", "the upcoming Saturday", "in 3 days" from the date the
+  question says today is ("today is Tuesday April 25th 2023") → "2023-04-29";
 - ``unit_numbers``: "9.8 m/s^2", "$1,200", "15kg" → 9.8, 1200, 15 (units stripped);
 - ``scaled_numbers``: "213 million", "8.5 billion", "$2.5k" → 213000000, 8500000000, 2500;
 - ``stated_options``: the options a parameter's description lists ("'gas' refers to a
@@ -32,7 +34,7 @@ import functools
 import itertools
 import re
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from lokal.llm.select import CJK, name_words
@@ -65,10 +67,13 @@ __all__ = [
     "leaf_strings",
     "list_bound",
     "names_a_month",
+    "names_the_tool",
+    "not_the_tool",
     "number_candidates",
     "number_words",
     "percentages",
     "refers_back",
+    "relative_dates",
     "scaled_numbers",
     "singular_names",
     "stated_options",
@@ -168,23 +173,41 @@ def whole_names(values: list[Any], text: str, kinds: Iterable[str] = ()) -> list
     kind_words = {w.casefold() for w in kinds}
     whole = set()
     beginnings = set()
+    ends: dict[str, set[str]] = {}
     for match in _NAME.finditer(text):
         words = match.group().strip(_EDGE).split()
         last = words[-1]
-        if len(words) < 2 or last.casefold() in kind_words or any(c.isdigit() for c in last):
+        if len(words) < 2 or any(c.isdigit() for c in last):
+            continue
+        if (
+            words[-2] not in ("of", "de")
+            and words[0].casefold() not in _NOT_NAMES
+            and not _SENTENCE_START.search(text[: match.start()])
+        ):
+            # the last word of a name that does not open its sentence
+            ends.setdefault(last.strip(_EDGE).casefold(), set()).add(" ".join(words).casefold())
+        if last.casefold() in kind_words:
             continue
         whole.add(" ".join(words).casefold())
         for n in range(1, len(words)):
             if words[n - 1] not in ("of", "de"):
                 beginnings.add(" ".join(words[:n]).strip(_EDGE).casefold())
     offered = {v.casefold() for v in values if isinstance(v, str)}
-    if not whole & offered:
+    alone = {
+        end
+        for end, names in ends.items()
+        if names & offered and len(re.findall(rf"\b{re.escape(end)}\b", text, re.I)) <= len(names)
+    }
+    if not (whole | {n for names in ends.values() for n in names}) & offered:
         return values
     return [
         v
         for v in values
-        if not (isinstance(v, str) and v.casefold() in beginnings - whole)
-        or not any(w.startswith(v.casefold() + " ") and w in offered for w in whole)
+        if not (isinstance(v, str) and v.casefold() in alone)
+        and (
+            not (isinstance(v, str) and v.casefold() in beginnings - whole)
+            or not any(w.startswith(v.casefold() + " ") and w in offered for w in whole)
+        )
     ]
 
 
@@ -214,6 +237,47 @@ def bare_ordinals(values: list[Any]) -> list[Any]:
             and any(w.startswith(f"{v} ") for w in strings)
         )
     ]
+
+
+def _name_parts(name: str) -> set[str]:
+    """The words of a tool's or parameter's name, lower-cased, without a plural "s"."""
+    words = re.split(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])", name)
+    return {w.lower().removesuffix("s") for w in words if w}
+
+
+def not_the_tool(values: list[Any], tool: str, param: str) -> list[Any]:
+    """The string values without those made only of the words of the tool's name (and
+    none of the parameter's): the tool says what it serves, the value which one. "Safeway"
+    is no location for ``safeway.order`` ("from Safeway in Palo Alto"), "Hotel" no room
+    type for ``book_hotel``, "DNA" no format for ``fetch_DNA_sequence`` (BFCL development
+    split: every such value was wrong). Unchanged when nothing else is left."""
+    tool_words, own = _name_parts(tool), _name_parts(param)
+
+    def the_tool(value: Any) -> bool:
+        if not isinstance(value, str):
+            return False
+        words = _name_parts(value)
+        return bool(words) and words <= tool_words and not words & own
+
+    kept = [v for v in values if not the_tool(v)]
+    return kept if any(isinstance(v, str) for v in kept) else values
+
+
+_WHERE = re.compile(r"\s+(?:in|at|near|around|inside)\s+", re.IGNORECASE)
+
+
+def names_the_tool(value: Any, tool: str, param: str) -> bool:
+    """Whether a string ``value`` is the tool's thing and where it is: a word of the tool's
+    name (none of the parameter's) before "in", "at", "near": "Safeway in Palo Alto" for
+    the location of ``safeway.order`` is the store and its place, the place alone is the
+    location. A place whose name holds the word stays ("the Boreal Forests of Canada"
+    for ``forest_growth_forecast``, BFCL parallel_120)."""
+    if not isinstance(value, str):
+        return False
+    head = _WHERE.split(value, maxsplit=1)
+    if len(head) < 2:
+        return False
+    return bool(_name_parts(head[0]) & (_name_parts(tool) - _name_parts(param)))
 
 
 def text_spans(text: str, *, max_words: int = _MAX_SPAN_WORDS) -> list[str]:
@@ -1211,6 +1275,7 @@ def iso_dates(text: str) -> list[str]:
             ("d", "m", "y"),
         ),
         (r"\b(\d{4})[/.-](\d{1,2})[/.-](\d{1,2})\b", ("y", "m", "d")),
+        (r"\b((?:19|20)\d\d)(0[1-9]|1[0-2])([0-3]\d)\b", ("y", "m", "d")),  # 20230929
         (r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b", ("m", "d", "y")),
     )
     found: list[tuple[int, str]] = []
@@ -1235,6 +1300,48 @@ def iso_dates(text: str) -> list[str]:
             if value:
                 found.append((match.start(), value))
     return _once([value for _, value in sorted(found)])
+
+
+_TODAY = re.compile(
+    r"\b(?:today(?:'s date)?|the current date|the date today)\s+is\b[^.;\n]{0,40}", re.I
+)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_RELATIVE = re.compile(
+    r"\b(?P<after>(?:the\s+)?day\s+after\s+tomorrow)\b|\b(?P<tomorrow>tomorrow)\b"
+    r"|\b(?P<yesterday>yesterday)\b|\bin\s+(?P<days>\d{1,3})\s+days?\b"
+    r"|\b(?P<next>next|upcoming|coming|this)\s+(?P<weekday>" + "|".join(_WEEKDAYS) + r")\b"
+    r"|\bon\s+(?P<on>" + "|".join(_WEEKDAYS) + r")\b",
+    re.I,
+)
+
+
+def relative_dates(text: str) -> tuple[list[str], str | None]:
+    """The dates ``text`` states relative to the date it says today is ("today is Tuesday
+    April 25th 2023", "today is 20230929"), in ISO form: "tomorrow" the day after, "the day
+    after tomorrow" two days after, "yesterday", "in 3 days", "the upcoming Saturday" /
+    "next Saturday" / "on Saturday" the first Saturday after today (BFCL live_simple_205:
+    "the upcoming Saturday? Today is Tuesday April 25th 2023" → "2023-04-29"). With the
+    date of today, None when the text states none: no date is taken from the clock."""
+    said = _TODAY.search(text)
+    today_iso = iso_dates(said.group(0))[:1] if said else []
+    if not today_iso:
+        return [], None
+    today = date.fromisoformat(today_iso[0])
+    found = []
+    for match in _RELATIVE.finditer(text):
+        if match["after"]:
+            day = today + timedelta(days=2)
+        elif match["tomorrow"]:
+            day = today + timedelta(days=1)
+        elif match["yesterday"]:
+            day = today - timedelta(days=1)
+        elif match["days"]:
+            day = today + timedelta(days=int(match["days"]))
+        else:
+            weekday = _WEEKDAYS.index((match["weekday"] or match["on"]).casefold())
+            day = today + timedelta(days=(weekday - today.weekday() - 1) % 7 + 1)
+        found.append(day.isoformat())
+    return _once(found), today_iso[0]
 
 
 # a date's form a description states: "in the format 'DD/MM/YYYY'", "(MM-DD-YYYY)"

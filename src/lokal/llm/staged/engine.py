@@ -61,6 +61,7 @@ from lokal.llm.signals import (
     fits_the_file,
     names_a_file,
     names_a_tool,
+    only_social,
     question_signals,
 )
 from lokal.llm.staged.candidates import (
@@ -97,10 +98,13 @@ from lokal.llm.staged.candidates import (
     named_switch,
     names_a_month,
     names_parameter,
+    names_the_tool,
+    not_the_tool,
     number_candidates,
     opening_part,
     percent_form,
     refers_back,
+    relative_dates,
     scaled_away,
     sibling_values,
     singular_names,
@@ -316,11 +320,14 @@ def cued_items(spec: Any, question: str) -> list[Any]:
 def _mentioned(name: str, spec: Any, question: str) -> bool:
     """Whether the question mentions an optional parameter: its name (as words, or loosely:
     ``candidates.names_parameter``) or one of its enum values, in so many words or by a cue
-    (``CUES``); a date parameter, by stating a date; a unit, by numbers that carry one."""
+    (``CUES``); a date parameter, by stating a date; a time of day, by one with am/pm; a
+    unit, by numbers that carry one."""
     if cued(name, question) or names_parameter(name, question):
         return True
     if isinstance(spec, dict) and inferred_format(name, spec) == "date" and iso_dates(question):
         return True  # a date the question states: "the weather in Fremont on March 1st 2023"
+    if isinstance(spec, dict) and clock_times(name, spec, question):
+        return True  # a time of day: "opens until at least 11 PM" for ``operating_hours``
     if UNIT_NAME.search(name) and stated_units(question):
         return True  # a unit the numbers carry: "a radius of 5cm"; "in kilometers"
     if isinstance(spec, dict) and names_a_month(name, spec, question):
@@ -432,6 +439,13 @@ def _written_once(text: str, question: str) -> bool:
         m for m in _WRITTEN_NUMBER.finditer(question) if float(m.group().replace(",", "")) == number
     ]
     return len(written) == 1
+
+
+def _is_date(value: Any, day: str | None) -> bool:
+    """Whether ``value`` writes the date ``day`` (ISO), as it is or in words."""
+    if not isinstance(value, str) or day is None:
+        return False
+    return value == day or iso_dates(value) == [day]
 
 
 def _distinct_values(
@@ -874,6 +888,7 @@ class StagedEngine:
             spans = [v for source in sources for v in text_spans(source)]
             if shape_name == "date":  # "March 10th, 2023" is a date, as "2023-03-10"
                 spans += [d for source in sources for d in iso_dates(source)]
+                spans += relative_dates(self.question)[0]
             if not any(
                 isinstance(v, str)
                 and shape.search(v)
@@ -1018,6 +1033,9 @@ class StagedEngine:
             values = whole_names(
                 bare_ordinals(values), "\n".join(sources), re.findall(r"[^\W_]+", said)
             )
+            if tool is not None:
+                # "Safeway" is no location for safeway.order (candidates.not_the_tool)
+                values = not_the_tool(values, tool.name, self._param_name)
             values += [h for s in sources for h in compound_heads(s) if h not in values]
             if expression:
                 # "2.5 times 40" offered as "2.5 * 40" too (lokal.llm.staged.candidates)
@@ -1043,6 +1061,14 @@ class StagedEngine:
             if inferred_format(self._param_name, spec) == "date":
                 # "March 10th, 2023" offered as "2023-03-10" too (lokal.llm.staged.candidates)
                 values += [d for s in sources for d in iso_dates(s) if d not in values]
+                # "the upcoming Saturday? Today is Tuesday April 25th 2023": that Saturday,
+                # first; the date of today is what it counts from, no value of its own
+                later, today = relative_dates(self.question)
+                if later:
+                    values = [
+                        *later,
+                        *(v for v in values if v not in later and not _is_date(v, today)),
+                    ]
                 form = date_form(str(spec.get("description") or ""))
                 if form is not None:
                     # "in the format DD/MM/YYYY": "2024-03-16" as "16/03/2024"
@@ -1072,9 +1098,16 @@ class StagedEngine:
                         continue
                     if number not in values:
                         values.append(number)
-            # "until at least 11 PM" for an hour counted in 24: 23
-            values += [
-                t for t in clock_times(self._param_name, spec, self.question) if t not in values
+            # "until at least 11 PM" for an hour counted in 24: 23, not 11 (the hour as the
+            # question writes it is another time of day for such a parameter)
+            hours = clock_times(self._param_name, spec, self.question)
+            values = [
+                *hours,
+                *(
+                    v
+                    for v in values
+                    if v not in hours and not (isinstance(v, int) and v + 12 in hours)
+                ),
             ]
             values = percent_form(self._param_name, spec, values, " ".join(sources))
             # a number the question writes once that an earlier call of this reply gave to
@@ -1142,8 +1175,13 @@ class StagedEngine:
         names = {n.casefold() for n in self.tools}
         values = [v for v in values if not (isinstance(v, str) and v.casefold() in names)]
         if wants_a_place(self._param_name) and kinds <= {"string", "null"}:
-            # a place is no amount, number, date or time ("$300" for a city)
+            # a place is no amount, number, date or time ("$300" for a city), nor holds the
+            # tool's own thing ("Safeway in Palo Alto" for safeway.order's location)
             values = [v for v in values if not is_no_place(v)] or values
+            if tool is not None:
+                values = [
+                    v for v in values if not names_the_tool(v, tool.name, self._param_name)
+                ] or values
         if tool is not None and inferred_format(self._param_name, spec) == "path":
             # a table tool takes the table the question names, not the notes beside it
             values = [v for v in values if fits_the_file(tool, [str(v)])] or values
@@ -1434,6 +1472,20 @@ class StagedEngine:
 
     # -- the whole reply ----------------------------------------------------------------
 
+    def answer_instead(self) -> str | None:
+        """Why a call stage 1 wants becomes an answer, if it does (the trace key): the
+        message only thanks or greets; the follow-up computation is done; nothing is left to
+        do; no offered tool can be filled (a call would carry an invented value)."""
+        if only_social(self.question):
+            return "only_social"  # "Thanks, that's all I needed!": nothing asked
+        if self._follow_up_done():
+            return "follow_up_done"
+        if self._nothing_next():
+            return "nothing_next"
+        if not any(self.fillable(n) for n in self.order):
+            return "no_fillable_tool"
+        return None
+
     def run(self, *, force: str | None = None) -> Completion:
         """The reply as a Completion whose text is the JSON envelope. ``force`` is
         ``"answer"`` or ``"call"`` to skip stage 1 (tools off; a call is required)."""
@@ -1445,16 +1497,9 @@ class StagedEngine:
                 stage1 = self.call_margin()
                 self.trace["answer_or_call"] = _rounded(stage1)
                 choice = "call" if stage1["margin"] > 0 else "answer"
-                if choice == "call" and self._follow_up_done():
-                    self.trace["follow_up_done"] = True
-                    choice = "answer"
-                if choice == "call" and self._nothing_next():
-                    self.trace["nothing_next"] = True
-                    choice = "answer"
-                if choice == "call" and not any(self.fillable(n) for n in self.order):
-                    # every tool needs a value nobody gave (a number, a file): a call would
-                    # carry an invented one, so the model answers (or asks for it)
-                    self.trace["no_fillable_tool"] = True
+                why = self.answer_instead() if choice == "call" else None
+                if why is not None:
+                    self.trace[why] = True
                     choice = "answer"
         self.trace["choice"] = choice
         if choice == "answer":
