@@ -26,11 +26,14 @@ calls of one tool, BFCL's ``parallel`` categories are made of them. It prints in
 
 ``--stage1-bfcl irrelevance,live_irrelevance,simple_python,...`` asks whether the
 answer-or-call weights (fitted on lokal's cases) transfer: it scores both openings on
-lokal's cases and on BFCL's development split (the first 100 questions of each category),
-prints the configured weights' accuracy by group (lokal, BFCL questions that expect a call,
-those that expect none), a refit on every row in-sample and out-of-fold with a sign test
-against the configured weights (the refit is kept only when it is better beyond chance), and
-the accuracy with the bias moved. ``--features data/dev/calibration/stage1_bfcl_dev.jsonl``
+lokal's cases, on BFCL's development split (the first 100 questions of each category) and
+on lokal's development end-to-end tasks and paraphrases, each row with whether a filter
+after stage 1 turns a call into an answer (``blocked``), and prints the accuracy of the
+decision as the engine makes it by group (lokal, its tasks and pairs, BFCL questions that
+expect a call, those that expect none), a refit on every row in-sample and out-of-fold with
+a sign test against the configured weights (the refit is kept only when it is better beyond
+chance), the bias moved as chosen on the other folds (out-of-fold), and the accuracy with
+the bias moved. ``--features data/dev/calibration/stage1_bfcl_dev.jsonl``
 refits from stored rows without the model.
 
 It prints the ``staged:`` settings to put in configs/model.yaml and writes the evidence and

@@ -336,21 +336,22 @@ SMOKES = [
                 "{tmp}/calibration",
             ),
             (
-                # the answer-or-call weights fitted on lokal's 133 cases, with the bias
-                # re-centred out-of-fold on every development row as the decision is made
-                # (the filters after stage 1 included), transfer to BFCL's development split
-                # and lokal's end-to-end questions; a refit on every row is not better, nor
-                # is another move of the bias, so configs/model.yaml keeps them
-                # (docs/decisions.md, stage 1)
-                r"^configured weights: all 658/711 \(92\.5 %\), lokal 126/133 \(94\.7 %\), "
-                r"lokal tasks 34/34 \(100\.0 %\), lokal pairs 36/40 \(90\.0 %\), "
-                r"BFCL call 338/356 \(94\.9 %\), BFCL no call 124/148 \(83\.8 %\)$",
+                # the answer-or-call weights fitted on lokal's 133 cases transfer to BFCL's
+                # development split and lokal's end-to-end questions, scored as the decision
+                # is made (the filters after stage 1 included); a refit on every row is not
+                # better beyond chance; the bias move chosen out-of-fold gains a row but costs
+                # paraphrase agreement (docs/decisions.md, stage 1), so configs/model.yaml
+                # keeps the weights
+                r"^configured weights: all 652/711 \(91\.7 %\), lokal 125/133 \(94\.0 %\), "
+                r"lokal tasks 34/34 \(100\.0 %\), lokal pairs 37/40 \(92\.5 %\), "
+                r"BFCL call 332/356 \(93\.3 %\), BFCL no call 124/148 \(83\.8 %\)$",
                 r"^refit, out-of-fold: all 655/711 \(92\.1 %\), lokal 124/133 \(93\.2 %\), ",
-                r"^refit against configured: 6 better, 9 worse \(sign test p = 0\.61\); "
+                r"^refit against configured: 7 better, 4 worse \(sign test p = 0\.55\); "
                 r"kept: configured$",
-                r"^bias moved, chosen on the other folds: out-of-fold 657/711 \(configured "
-                r"658/711\); moves chosen \[0\.0, 0\.0, 0\.0, 0\.1, 0\.0\]$",
-                r"^bias \+1\.0: all 643/711 \(90\.4 %\), lokal 123/133 \(92\.5 %\), ",
+                r"^bias moved, chosen on the other folds: out-of-fold 653/711 \(configured "
+                r"652/711\); moves chosen \[0\.2, 0\.2, -0\.1, 0\.3, 0\.2\]$",
+                r"^bias \+0\.5: all 656/711 \(92\.3 %\), lokal 127/133 \(95\.5 %\), "
+                r"lokal tasks 34/34 \(100\.0 %\), lokal pairs 34/40 \(85\.0 %\), ",
             ),
             timeout=120,
         ),
