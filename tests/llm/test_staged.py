@@ -2576,11 +2576,9 @@ RESTAURANT = {
     ],
 )
 def test_an_optional_time_of_day_is_given_when_the_question_states_one(question, args):
-    backend = ScriptedBackend(
-        scorer=scorer(
-            {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, RESTAURANT["name"]: 0.0, '"Boston, MA"': 0.0}
-        )
-    )
+    # the model would take 11 as written; for an hour counted in 24 it is 11 AM, no candidate
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, RESTAURANT["name"]: 0.0, "11": 0.0}
+    backend = ScriptedBackend(scorer=scorer(table | {'"Boston, MA"': 0.0, "23": -1.0}))
     result = ask(question, backend, tools=[RESTAURANT])
     assert result["ai_message"]["tool_calls"][0]["args"] == args
 
