@@ -239,9 +239,13 @@ def bare_ordinals(values: list[Any]) -> list[Any]:
     ]
 
 
+# the words of a snake_case, dotted or camelCase name: "fetch_DNA_sequence", "maxCalories"
+_NAME_SPLIT = re.compile(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])")
+
+
 def _name_parts(name: str) -> set[str]:
     """The words of a tool's or parameter's name, lower-cased, without a plural "s"."""
-    words = re.split(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])", name)
+    words = _NAME_SPLIT.split(name)
     return {w.lower().removesuffix("s") for w in words if w}
 
 
@@ -900,7 +904,7 @@ _MARKED_END = re.compile(r"[,.;:?!()]|\b(?:from|to|into|towards|until|till|and|t
 
 
 def _direction(name: str) -> str | None:
-    words = {w.lower() for w in re.split(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])", name) if w}
+    words = {w.lower() for w in _NAME_SPLIT.split(name) if w}
     origin, destination = bool(words & _ORIGIN_WORDS), bool(words & _DESTINATION_WORDS)
     if origin == destination:
         return None
@@ -1716,7 +1720,7 @@ _NAME_VERBS = frozenset(["calculate", "compute", "find", "fetch", "list", "displ
 def _parameter_words(name: str) -> list[str]:
     """The words of a parameter's name that say what it is about: not its switching verbs,
     none under three letters (``include_human_impact`` → human, impact)."""
-    words = [w.lower() for w in re.split(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])", name) if w]
+    words = [w.lower() for w in _NAME_SPLIT.split(name) if w]
     return [w for w in words if len(w) > 2 and w not in _FLAG_WORDS and w not in _NAME_VERBS]
 
 
