@@ -27,10 +27,11 @@ calls of one tool, BFCL's ``parallel`` categories are made of them. It prints in
 ``--stage1-bfcl irrelevance,live_irrelevance,simple_python,...`` asks whether the
 answer-or-call weights (fitted on lokal's cases) transfer: it scores both openings on
 lokal's cases, on BFCL's development split (the first 100 questions of each category) and
-on lokal's development end-to-end tasks and paraphrases, each row with whether a filter
-after stage 1 turns a call into an answer (``blocked``), and prints the accuracy of the
-decision as the engine makes it by group (lokal, its tasks and pairs, BFCL questions that
-expect a call, those that expect none), a refit on every row in-sample and out-of-fold with
+on lokal's development end-to-end tasks and paraphrases (with the tools and system prompt
+``lokal run`` has for them: ``run_tools``), each row with whether a filter after stage 1
+turns a call into an answer (``blocked``), and prints the accuracy of the decision as the
+engine makes it by group (lokal, its tasks and pairs, BFCL questions that expect a call,
+those that expect none), a refit on the rows no filter blocks, in-sample and out-of-fold with
 a sign test against the configured weights (the refit is kept only when it is better beyond
 chance), the bias moved as chosen on the other folds (out-of-fold), and the accuracy with
 the bias moved. ``--features data/dev/calibration/stage1_bfcl_dev.jsonl``
@@ -518,19 +519,47 @@ def collect_bfcl_stage1(profile, categories: list[str], limit: int | None = STAG
 E2E_QUESTIONS = {"tasks": "data/dev/e2e_tasks.json", "pairs": "data/dev/e2e_pairs.json"}
 
 
-def collect_e2e_stage1(profile, default_tools, limit: int | None = None, sources=E2E_QUESTIONS):
+def run_tools(question: str, model_config: str, workspace: str, skills: str):
+    """The tools and system prompt ``lokal run`` decides with for ``question`` (the options
+    of ``benchmarks/run_tasks.py``: the workspace, the skills and their tools, memory's
+    ``remember``), built by ``lokal run``'s own code, with an empty memory and no document
+    index (as run_tasks has in its fresh ``$LOKAL_HOME``)."""
+    import tempfile
+
+    from lokal.cli import build_parser
+    from lokal.cli.run import build_agent
+
+    with tempfile.TemporaryDirectory() as empty:
+        argv = ["run", question, "--workspace", workspace, "--skills", skills, "--quiet"]
+        argv += ["--no-trace", "--model_config", model_config, "--memory_dir", empty]
+        argv += ["--store_path", str(Path(empty) / "no-index.db")]
+        agent = build_agent(build_parser().parse_args(argv))
+        return tool_specs(list(agent.registry)), agent.system_prompt
+
+
+def collect_e2e_stage1(
+    profile,
+    model_config: str = "configs/model.yaml",
+    limit: int | None = None,
+    sources=E2E_QUESTIONS,
+    workspace: str = "data/workspace",
+    skills: str = "data/skills",
+):
     """The answer-or-call evidence of lokal's development end-to-end questions (the tasks
-    and the paraphrase pairs, `lokal run`'s tools; the first ``limit`` of each): a call is
-    expected when the task expects a tool."""
+    and the paraphrase pairs; the first ``limit`` of each), decided with the tools and the
+    system prompt ``lokal run`` has for them (``run_tools``: the skills' tools included,
+    preselected as the run does): a call is expected when the task expects a tool."""
     backend = get_backend(profile)
     neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
-    tools = tool_specs(default_tools)
     rows = []
     for source, path in sources.items():
         data = json.loads(Path(path).read_text("utf-8"))
         for task in (data if isinstance(data, list) else data["tasks"])[:limit]:
-            case = {"messages": [{"role": "user", "content": task["question"]}]}
-            engine, _, _ = _engine(backend, profile, case, tools, neutral)
+            tools, system = run_tools(task["question"], model_config, workspace, skills)
+            messages = [{"role": "user", "content": task["question"]}]
+            if system:
+                messages.insert(0, {"role": "system", "content": system})
+            engine, _, _ = _engine(backend, profile, {"messages": messages}, tools, neutral)
             stage1 = engine.call_margin()
             rows.append(
                 {
@@ -617,13 +646,16 @@ def stage1_transfer(rows, staged: StagedSettings, folds: int = 5) -> dict:
     out-of-fold (folds in row order), compared case by case with the configured weights (a
     sign test on the cases where the two disagree: the refit replaces every weight, so it is
     kept only when out-of-fold accuracy rises beyond chance, p < 0.05); and the configured
-    weights with the bias moved (what calling more often costs in the no-call questions)."""
+    weights with the bias moved (what calling more often costs in the no-call questions). The
+    refit learns from the rows no filter after stage 1 blocks (``blocked``)."""
     configured = {w: float(getattr(staged, w)) for w in (*STAGE1_WEIGHTS, "call_bias")}
     now = [_stage1_right(r, configured) for r in rows]
-    fitted = fit_stage1(rows)
+    # the refit learns from the rows its margin decides: a blocked row is an answer whatever
+    # the weights say
+    fitted = fit_stage1([r for r in rows if not r.get("blocked")])
     held_out = [False] * len(rows)
     for fold in range(folds):
-        train = [r for i, r in enumerate(rows) if i % folds != fold]
+        train = [r for i, r in enumerate(rows) if i % folds != fold and not r.get("blocked")]
         weights = fit_stage1(train)
         for i, row in enumerate(rows):
             if i % folds == fold:
@@ -880,7 +912,7 @@ def _stage1_bfcl(args, profile, cases, tools) -> int:
             for key in ("offered", "recall", "calls"):
                 row.pop(key, None)
         rows += collect_bfcl_stage1(profile, categories, args.limit or STAGE1_BFCL_CAP)
-        rows += collect_e2e_stage1(profile, tools, args.limit)
+        rows += collect_e2e_stage1(profile, args.model_config, args.limit)
     report = stage1_transfer(rows, profile.tool_calling.staged)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,10 +10,12 @@ from helpers import basic_tools
 from lokal.bench.pairs import first_decision, pair_agreement
 from lokal.llm.backends.scripted import ScriptedBackend
 from lokal.llm.signals import (
+    asks_a_definition,
     asks_a_next_step,
     asks_a_tool_step,
     asks_for_a_tool,
     asks_for_several,
+    asks_for_writing,
     asks_which_file,
     fits_the_file,
     names_a_file,
@@ -55,6 +57,10 @@ def test_file_names_are_found_by_their_shape(question, files):
         ("调用函数计算 3 + 4", True),
         ("What is a tool in an agent system?", False),
         ("Tell me a joke.", False),
+        # lokal's development pair p19: the tool is what the question is about
+        ("In a sentence, what does calling a tool mean for an agent?", False),
+        ("Explain what using a function means in Python.", False),
+        ("Explain, using a tool, what 17 * 23 is.", True),
     ],
 )
 def test_an_explicit_request_for_a_tool(question, asked):
@@ -307,3 +313,81 @@ def test_a_call_stage_1_wants_on_a_thank_you_is_an_answer():
     assert staged["answer_or_call"]["margin"] > 0 and staged["only_social"] is True
     assert result["ai_message"]["tool_calls"] == []
     assert result["ai_message"]["content"] == "You are welcome!"
+
+
+@pytest.mark.parametrize(
+    ("question", "definition"),
+    [
+        ("Explain recursion briefly.", True),
+        ("Explain in one sentence what a tool call is.", True),
+        ("In a sentence, what does calling a tool mean for an agent?", True),
+        ("Define latency.", True),
+        ("What is the meaning of 'idempotent'?", True),
+        ("解释一下递归。", True),
+        ("什么是递归？", True),
+        ("What is the weather in London?", False),
+        ("What is 48 * 12?", False),
+        ("北京的天气是什么？", False),
+        ("Read notes.txt and tell me when the review is.", False),
+    ],
+)
+def test_a_question_that_asks_what_something_means(question, definition):
+    assert asks_a_definition(question) is definition
+
+
+@pytest.mark.parametrize(
+    ("question", "writing"),
+    [
+        ("Write a one-line thank-you note to Tom.", True),
+        ("Write a haiku about the sea.", True),
+        ("Write me a poem.", True),
+        ("Draft a short apology to the team.", True),
+        ("写一首关于海的诗。", True),
+        ("Write a Python function that sorts a list.", False),
+        ("Write a short summary of notes.txt", False),
+        ("Write the result to out.txt", False),
+        ("Thank Tom in a single short sentence.", False),
+    ],
+)
+def test_a_request_for_a_piece_of_writing(question, writing):
+    assert asks_for_writing(question) is writing
+
+
+@pytest.mark.parametrize(
+    ("question", "why"),
+    [
+        # lokal's development pair p19 called read_skill and code_execution on "what is a
+        # tool call"; p10 called code_execution for a thank-you note once stage 1's bias moved
+        ("Explain in one sentence what a tool call is.", "definition"),
+        ("Write a one-line thank-you note to Tom.", "writing"),
+    ],
+)
+def test_a_call_stage_1_wants_on_a_definition_or_a_note_is_an_answer(question, why):
+    # a scripted model that wants a call still gets an answer
+    backend = ScriptedBackend(
+        ['{"content": "Done."}'],
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0.0}),
+    )
+    result = ask(question, backend, profile=staged_profile(call_bias=5.0))
+    staged = result["attempts"][0]["staged"]
+    assert staged["answer_or_call"]["margin"] > 0 and staged[why] is True
+    assert result["ai_message"]["tool_calls"] == []
+    assert result["ai_message"]["content"] == "Done."
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Explain what notes.txt says about the review.",  # names a file a tool reads
+        "Explain, using the calculator tool, what 17 * 23 is.",  # asks for a tool
+        "Write a note with the result of 48 * 12.",  # states a computation
+    ],
+)
+def test_a_definition_with_a_signal_of_a_call_still_calls(question):
+    backend = ScriptedBackend(
+        scorer=scorer({CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculator": 0.0})
+    )
+    result = ask(question, backend, profile=staged_profile(call_bias=5.0))
+    staged = result["attempts"][0]["staged"]
+    assert "definition" not in staged and "writing" not in staged
+    assert result["ai_message"]["tool_calls"]

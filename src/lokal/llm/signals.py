@@ -6,7 +6,7 @@ The model's opening margin and the question's similarity to the tools change wit
 - ``file``: the question names a file (a name with a file extension, or a path that starts
   with ``./``, ``../`` or ``~/``) and a tool on offer takes a path;
 - ``asked``: the question asks for a tool in so many words ("use a tool", "with the
-  calculator tool", "调用工具");
+  calculator tool", "调用工具"; not "what does calling a tool mean");
 - ``named``: the question names a tool on offer (``table_analyzer``, "table analyzer", or a
   one-word name followed or preceded by "tool" / "function").
 
@@ -24,11 +24,13 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "asks_a_definition",
     "asks_a_next_step",
     "asks_a_tool_step",
     "asks_for_a_tool",
     "asks_for_each",
     "asks_for_several",
+    "asks_for_writing",
     "asks_how_many",
     "asks_which_file",
     "fits_the_file",
@@ -112,9 +114,59 @@ def names_a_file(question: str) -> list[str]:
     return found
 
 
+# a request for what a thing is or means: "Explain recursion briefly.", "What does calling
+# a tool mean for an agent?", "define latency", "解释一下递归", "什么是递归？"
+_DEFINITION = re.compile(
+    r"\bexplain\b|\bdefine\b|\bdefinition\s+of\b|\bmeaning\s+of\b|\bwhat\s+is\s+meant\s+by\b"
+    r"|\bwhat\s+(?:does|do)\b[^?.!]*\bmean\b|解释|是什么意思|什么意思|的定义|^\W*什么是",
+    re.IGNORECASE,
+)
+
+
+# what stands before a tool phrase the question asks about: "what does | calling a tool mean"
+_ASKED_ABOUT = re.compile(
+    r"(?:\bwhat(?:\s+(?:does|do|is))?|\bmeaning\s+of|\bmeant\s+by|\bexplain)\s+$", re.I
+)
+
+
+def asks_a_definition(question: str) -> bool:
+    """Whether the question asks what something is or means, or to explain it: knowledge
+    the model holds, which no tool of a question that names no file, asks for no tool and
+    names none returns (every such development question expects an answer, and none of
+    BFCL's development questions is one)."""
+    return bool(_DEFINITION.search(question))
+
+
+# a request for a piece of writing the model composes itself: "Write a one-line thank-you
+# note to Tom.", "Write a haiku about the sea.", "写一首关于海的诗"
+_WRITING = re.compile(
+    r"\b(?:write|compose|draft)\s+(?:me\s+|us\s+)?(?:a|an|one|some|two|three|short|brief)\b"
+    r"[\w\s'-]{0,30}?\b(?:note|poem|haiku|limerick|story|tale|letter|e-?mail|message|toast"
+    r"|joke|song|lyrics|slogan|tweet|caption|greeting|speech|apology|invitation|thank-you)s?\b"
+    r"(?!\.\w)"  # not "notes.txt"
+    r"|写(?:一|几)?(?:首|篇|封|段|句|条|个)[^，。？！,.?!]{0,12}?(?:诗|故事|信|邮件|短信|祝福|笑话|歌|贺词|感谢)",
+    re.IGNORECASE,
+)
+
+
+def asks_for_writing(question: str) -> bool:
+    """Whether the question asks for a piece of writing the model composes itself (a note,
+    a poem, a story, a letter...): no tool writes it (both such development questions expect
+    an answer, and none of BFCL's development questions is one)."""
+    return bool(_WRITING.search(question))
+
+
 def asks_for_a_tool(question: str) -> bool:
-    """Whether the question asks, in so many words, for a tool to be used."""
-    return bool(_ASK_EN.search(question) or _ASK_ZH.search(question))
+    """Whether the question asks, in so many words, for a tool to be used ("use a tool",
+    "with the calculator"); a question about what calling a tool means does not."""
+    if _ASK_ZH.search(question):
+        return True
+    match = _ASK_EN.search(question)
+    if match is None:
+        return False
+    # "what does calling a tool mean": the tool is what it asks about, not what to use
+    gerund = match.group(0).lower().startswith(("calling", "using", "running"))
+    return not (gerund and _ASKED_ABOUT.search(question[: match.start()]))
 
 
 # a request for a step after another: "then", "after that", "and read it", "然后"; not

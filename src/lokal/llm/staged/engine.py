@@ -56,8 +56,10 @@ from lokal.llm.currencies import currency_codes, wants_currency
 from lokal.llm.places import asks_city_state, city_state_forms
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import (
+    asks_a_definition,
     asks_a_next_step,
     asks_a_tool_step,
+    asks_for_writing,
     fits_the_file,
     names_a_file,
     names_a_tool,
@@ -703,6 +705,26 @@ class StagedEngine:
             **{f"signal_{k}": float(v) for k, v in signals.items()},
             "margin": margin,
         }
+
+    def _own_writing(self) -> str | None:
+        """``"definition"`` when the question only asks what something is or means
+        (``asks_a_definition``), ``"writing"`` when it asks for a piece of writing
+        (``asks_for_writing``), with none of the checkable signals of a call: it names no
+        file a tool takes, asks for no tool, names none, states no computation, and no
+        result is in. What the model answers from its own knowledge or composes itself."""
+        if self.has_results:
+            return None
+        kind = (
+            "definition"
+            if asks_a_definition(self.question)
+            else "writing"
+            if asks_for_writing(self.question)
+            else None
+        )
+        if kind is None:
+            return None
+        signals = question_signals(self.question, self.tools.values())
+        return None if any(signals.values()) or self._states_arithmetic() else kind
 
     def _next_tool_after(self, name: str, passed_over: list[str]) -> bool:
         """Whether, the first call of this reply having repeated a done call of ``name``,
@@ -1474,10 +1496,14 @@ class StagedEngine:
 
     def answer_instead(self) -> str | None:
         """Why a call stage 1 wants becomes an answer, if it does (the trace key): the
-        message only thanks or greets; the follow-up computation is done; nothing is left to
-        do; no offered tool can be filled (a call would carry an invented value)."""
+        message only thanks or greets; it only asks what something is or means, or for a
+        piece of writing; the follow-up computation is done; nothing is left to do; no
+        offered tool can be filled (a call would carry an invented value)."""
         if only_social(self.question):
             return "only_social"  # "Thanks, that's all I needed!": nothing asked
+        own = self._own_writing()
+        if own is not None:
+            return own  # "Explain ... what a tool call is.", "Write a thank-you note to Tom."
         if self._follow_up_done():
             return "follow_up_done"
         if self._nothing_next():
