@@ -26,7 +26,7 @@ calls of one tool, BFCL's ``parallel`` categories are made of them. It prints in
 
 ``--stage1-bfcl irrelevance,live_irrelevance,simple_python,...`` asks whether the
 answer-or-call weights (fitted on lokal's cases) transfer: it scores both openings on
-lokal's cases, on BFCL's development split (the first 100 questions of each category) and
+lokal's cases, on BFCL's development split (every question of each category) and
 on lokal's development end-to-end tasks and paraphrases (with the tools and system prompt
 ``lokal run`` has for them: ``run_tools``), each row with whether a filter after stage 1
 turns a call into an answer (``blocked``), and prints the accuracy of the decision as the
@@ -479,7 +479,7 @@ def collect_bfcl_continue(profile, categories: list[str], limit: int | None = No
     return rows
 
 
-STAGE1_BFCL_CAP = 100  # questions per category (live_multiple's development split has 211)
+STAGE1_BFCL_CAP = None  # every question of the development split (live_multiple has 211)
 
 
 def collect_bfcl_stage1(profile, categories: list[str], limit: int | None = STAGE1_BFCL_CAP):
@@ -803,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="CATEGORIES",
         help="answer or call on lokal's cases and BFCL's development split of these "
-        f"categories (the first {STAGE1_BFCL_CAP} of each, or --limit): whether the "
+        "categories (all of each, or the first --limit): whether the "
         "configured weights transfer, a refit on every row, the bias curve",
     )
     parser.add_argument(

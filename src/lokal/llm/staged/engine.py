@@ -706,7 +706,7 @@ class StagedEngine:
             "margin": margin,
         }
 
-    def _own_writing(self) -> str | None:
+    def _the_model_s_own(self) -> str | None:
         """``"definition"`` when the question only asks what something is or means
         (``asks_a_definition``), ``"writing"`` when it asks for a piece of writing
         (``asks_for_writing``), with none of the checkable signals of a call: it names no
@@ -1501,7 +1501,7 @@ class StagedEngine:
         offered tool can be filled (a call would carry an invented value)."""
         if only_social(self.question):
             return "only_social"  # "Thanks, that's all I needed!": nothing asked
-        own = self._own_writing()
+        own = self._the_model_s_own()
         if own is not None:
             return own  # "Explain ... what a tool call is.", "Write a thank-you note to Tom."
         if self._follow_up_done():
