@@ -519,9 +519,10 @@ def collect_bfcl_stage1(profile, categories: list[str], limit: int | None = STAG
 E2E_QUESTIONS = {"tasks": "data/dev/e2e_tasks.json", "pairs": "data/dev/e2e_pairs.json"}
 
 
-def run_tools(question: str, model_config: str, workspace: str, skills: str):
-    """The tools and system prompt ``lokal run`` decides with for ``question`` (the options
-    of ``benchmarks/run_tasks.py``: the workspace, the skills and their tools, memory's
+def run_tools(model_config: str, workspace: str, skills: str):
+    """The tools and system prompt ``lokal run`` decides with (the same for every question;
+    preselection then picks among them per question; the options of
+    ``benchmarks/run_tasks.py``: the workspace, the skills and their tools, memory's
     ``remember``), built by ``lokal run``'s own code, with an empty memory and no document
     index (as run_tasks has in its fresh ``$LOKAL_HOME``)."""
     import tempfile
@@ -530,7 +531,7 @@ def run_tools(question: str, model_config: str, workspace: str, skills: str):
     from lokal.cli.run import build_agent
 
     with tempfile.TemporaryDirectory() as empty:
-        argv = ["run", question, "--workspace", workspace, "--skills", skills, "--quiet"]
+        argv = ["run", "-", "--workspace", workspace, "--skills", skills, "--quiet"]
         argv += ["--no-trace", "--model_config", model_config, "--memory_dir", empty]
         argv += ["--store_path", str(Path(empty) / "no-index.db")]
         agent = build_agent(build_parser().parse_args(argv))
@@ -551,11 +552,11 @@ def collect_e2e_stage1(
     preselected as the run does): a call is expected when the task expects a tool."""
     backend = get_backend(profile)
     neutral = StagedSettings(lm_weight=1.0, name_lm_weight=1.0)
+    tools, system = run_tools(model_config, workspace, skills)
     rows = []
     for source, path in sources.items():
         data = json.loads(Path(path).read_text("utf-8"))
         for task in (data if isinstance(data, list) else data["tasks"])[:limit]:
-            tools, system = run_tools(task["question"], model_config, workspace, skills)
             messages = [{"role": "user", "content": task["question"]}]
             if system:
                 messages.insert(0, {"role": "system", "content": system})

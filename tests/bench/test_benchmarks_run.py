@@ -667,7 +667,6 @@ def test_the_end_to_end_rows_see_the_tools_lokal_run_has(tmp_path, monkeypatch):
     spec.loader.exec_module(module)
     root = BENCHMARKS.parent
     tools, system = module.run_tools(
-        "How many days are in a week?",
         str(root / "configs" / "model.yaml"),
         str(root / "data" / "workspace"),
         str(root / "data" / "skills"),
@@ -677,7 +676,6 @@ def test_the_end_to_end_rows_see_the_tools_lokal_run_has(tmp_path, monkeypatch):
     assert {"weather_forecast_current", "weather_forecast_forecast"} <= names
     assert "weather-forecast" in system  # the skills' catalog, as the run's system prompt
     without = module.run_tools(
-        "How many days are in a week?",
         str(root / "configs" / "model.yaml"),
         str(root / "data" / "workspace"),
         "",
