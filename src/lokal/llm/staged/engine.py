@@ -53,7 +53,7 @@ from lokal.errors import BackendDeadline
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.currencies import currency_codes, wants_currency
-from lokal.llm.places import asks_city_state, city_state_forms
+from lokal.llm.places import asks_city_state, city_state_forms, names_a_place
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import (
     asks_a_definition,
@@ -110,6 +110,7 @@ from lokal.llm.staged.candidates import (
     scaled_away,
     sibling_values,
     singular_names,
+    stated_numbers,
     stated_options,
     stated_units,
     states_any,
@@ -118,6 +119,7 @@ from lokal.llm.staged.candidates import (
     text_spans,
     value_kinds,
     waiting_values,
+    wants_a_number,
     wants_a_place,
     wants_a_query,
     wants_expression,
@@ -873,9 +875,10 @@ class StagedEngine:
         holds: one that wants a path, e-mail, URL or date (by its name or declared format)
         a value of that shape in the question or this turn's tool results ("Which file
         mentions the review?" names no file), one that wants a number (or a list of them)
-        a number there ("What type of personality am I?" gives no answers to score), an
-        expression a number in the question (or, after results, the follow-up computation
-        it asks for)."""
+        a number there ("What type of personality am I?" gives no answers to score), and
+        several such numbers as many stated numbers; an expression a number in the question
+        (or, after results, the follow-up computation it asks for); a place (``city``,
+        ``location``) a name that can be one (``places.names_a_place``)."""
         tool = self.tools.get(name)
         if tool is None:
             return True
@@ -883,8 +886,15 @@ class StagedEngine:
             # "then multiply that number by 3": the number comes from a result not in yet
             return False
         properties = tool.parameters.get("properties") or {}
+        required = tool.parameters.get("required") or []
         sources = [self.question, *(s for r in self.results for s in leaf_strings(r))]
-        for param in tool.parameters.get("required") or []:
+        # one stated number for each number it takes: calculateFinalPrice(price,
+        # discount_rate, sales_tax) has no price in "the final price after a 25% discount
+        # and 10% sales tax" (the same number may fill two: "2 bedrooms and 2 bathrooms")
+        numbers = [p for p in required if wants_a_number(properties.get(p) or {})]
+        if len(numbers) > 1 and sum(map(stated_numbers, sources)) < len(numbers):
+            return False
+        for param in required:
             spec = properties.get(param) or {}
             if wants_numbers(spec) and not any(
                 [*text_numbers(source), *number_candidates(source)] for source in sources
@@ -905,7 +915,13 @@ class StagedEngine:
                 (shape for shape, words in FORMAT_WORDS if words.search(name_words(param))), None
             )
             shape = FORMATS.get(shape_name or "")
-            if shape is None or value_kinds(spec) - {"string", "null"}:
+            if value_kinds(spec) - {"string", "null"} or "enum" in spec:
+                continue
+            if shape is None:
+                # a place is named: "How many days are in a week?" and "I need help
+                # looking for a bus" give a location nothing but an invented value
+                if wants_a_place(param) and not any(map(names_a_place, sources)):
+                    return False
                 continue
             spans = [v for source in sources for v in text_spans(source)]
             if shape_name == "date":  # "March 10th, 2023" is a date, as "2023-03-10"
