@@ -119,14 +119,24 @@ class Selection:
             default=0.0,
         )
 
-    def bm25(self, *, uncalled: bool = False) -> float:
+    def similarity_among(self, names: set[str]) -> float:
+        """The best similarity of an offered tool among ``names``."""
+        return max(
+            (t.similarity for t in self.ranking if t.name in names and t.name in self.offered),
+            default=0.0,
+        )
+
+    def bm25(self, *, uncalled: bool = False, among: set[str] | None = None) -> float:
         """The best BM25 score of an offered tool (not yet called since the question, with
-        ``uncalled``), capped at 5 (BM25 has no fixed scale)."""
+        ``uncalled``; one of ``among``, when given), capped at 5 (BM25 has no fixed
+        scale)."""
         offered = set(self.offered)
         scores = [
             t.bm25
             for t in self.ranking
-            if t.name in offered and not (uncalled and t.pinned == "called")
+            if t.name in offered
+            and not (uncalled and t.pinned == "called")
+            and (among is None or t.name in among)
         ]
         return min(5.0, max(scores, default=0.0))
 

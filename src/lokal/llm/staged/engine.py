@@ -671,15 +671,23 @@ class StagedEngine:
         return completion
 
     def call_margin(self) -> dict[str, float]:
-        """Stage 1: the features and the margin of calling (> 0) over answering."""
+        """Stage 1: the features and the margin of calling (> 0) over answering. Before
+        any result, the similarity and BM25 are those of the offered tools that can be
+        filled (``fillable``)."""
         call, answer = self._score("", [CALL_OPENING, ANSWER_OPENING])
         s = self.staged
-        similarity = 0.0
-        if self.selection is not None:
+        similarity = bm25 = 0.0
+        if self.selection is not None and self.has_results:
             # once results are in: how close the question is to what has not been done yet
-            selection = self.selection
-            similarity = selection.similarity_uncalled if self.has_results else selection.similarity
-        bm25 = self.selection.bm25(uncalled=self.has_results) if self.selection else 0.0
+            similarity = self.selection.similarity_uncalled
+            bm25 = self.selection.bm25(uncalled=True)
+        elif self.selection is not None:
+            # before: to a tool the run could call. A tool whose required values the
+            # question does not hold is no reason to call ("How many days are in a week?"
+            # is close to the weather skill's forecast, which needs a place)
+            fillable = {name for name in self.order if self.fillable(name)}
+            similarity = self.selection.similarity_among(fillable)
+            bm25 = self.selection.bm25(among=fillable)
         lm = call - answer
         # checkable signals, of the question only: once results are in, the request that
         # named the file or the tool has been acted on
