@@ -719,6 +719,28 @@ def test_a_place_parameter_needs_a_place_the_question_names(question, fillable):
         assert result["ai_message"]["tool_calls"] == []
 
 
+def test_stage_one_measures_the_tools_that_can_be_filled():
+    # lokal's development task "How many days are in a week?" called the weather skill:
+    # its forecast's description is close to "days", but it needs a place nobody named.
+    # Before any result, stage 1's similarity and BM25 are those of fillable tools only.
+    table = {CALL_OPENING: -5.0, ANSWER_OPENING: 0.0}
+    calculator = [t for t in basic_tools() if t["function"]["name"] == "calculator"]
+    profile = staged_profile(similarity_weight=1.0, bm25_weight=1.0)
+
+    def stage_one(question):
+        backend = ScriptedBackend(['{"content": "Sunny."}'], scorer=scorer(table))
+        result = ask(question, backend, profile=profile, tools=[WEATHER, *calculator])
+        return result["attempts"][0]["staged"]["answer_or_call"]
+
+    unnamed = stage_one("What will the weather be like tomorrow?")
+    named = stage_one("What will the weather be like in London tomorrow?")
+    assert unnamed["similarity"] == 0.0 and unnamed["bm25"] == 0.0  # neither tool fillable
+    assert named["similarity"] > 0.3 and named["bm25"] > 0.0  # the weather tool, filled
+    # with a number stated the calculator can be filled: its similarity, not the weather's
+    counted = stage_one("What will the weather be like in 3 days?")
+    assert 0.0 < counted["similarity"] < named["similarity"]
+
+
 HOTEL = {
     "name": "hotel_booking",
     "description": "Book a hotel room.",

@@ -111,7 +111,8 @@ def city_state_forms(value: str, spec: dict[str, Any]) -> list[str]:
     return []
 
 
-# a proper name: a capitalised word that does not open a sentence ("I" is no name)
+# a proper name: a capitalised word of two letters or more ("I" is none) that does not
+# open a sentence
 _PROPER = re.compile(r"\b[A-Z][A-Za-z]+")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 # a name written in lower case is a place only after a word that places it: "in berkeley",
@@ -148,10 +149,9 @@ def names_a_place(text: str) -> bool:
         before = text[: match.start()].rstrip()
         if before and before[-1] not in ".!?\"'“‘":
             return True
-    names = None
     for match in _PLACED.finditer(text.casefold()):
         words = match.group(1).split()
-        names = names if names is not None else _place_names()
-        if any(" ".join(words[:n]) in names for n in range(1, len(words) + 1)):
+        # the tables are read on the first such phrase only (cached)
+        if any(" ".join(words[:n]) in _place_names() for n in range(1, len(words) + 1)):
             return True
     return False
