@@ -693,6 +693,25 @@ WEATHER = {
 }
 
 
+def test_an_address_or_a_region_is_no_place_a_question_must_name():
+    # an IP, e-mail or wallet address, a cloud region "us-east-1": the place rule would
+    # have made these tools unfillable for questions that state their values
+    lookup = {
+        "name": "ip_lookup",
+        "description": "Look up who owns an IP address.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ip_address": {"type": "string"}, "region": {"type": "string"}},
+            "required": ["ip_address", "region"],
+        },
+    }
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "ip_lookup": 0.0}
+    question = "who owns 8.8.8.8 in us-east-1?"
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[lookup])
+    assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+    assert result["ai_message"]["tool_calls"][0]["name"] == "ip_lookup"
+
+
 @pytest.mark.parametrize(
     ("question", "fillable"),
     [

@@ -84,6 +84,7 @@ __all__ = [
     "unit_numbers",
     "value_kinds",
     "wants_a_number",
+    "wants_a_place_name",
     "wants_a_query",
     "wants_expression",
     "whole_names",
@@ -1874,6 +1875,16 @@ def wants_a_place(name: str) -> bool:
     """Whether a parameter takes a place by its name (``city``, ``loc``,
     ``departure_location``)."""
     return bool(set(name_words(name).casefold().split()) & _PLACE_WORDS)
+
+
+# an address may be an e-mail, IP or wallet address, a region "us-east-1": no place name
+_NAMED_PLACE_WORDS = _PLACE_WORDS - {"address", "region"}
+
+
+def wants_a_place_name(name: str) -> bool:
+    """Whether a parameter takes a place a question names (``city``, ``location``,
+    ``from_city``; not ``ip_address`` or ``region``)."""
+    return bool(set(name_words(name).casefold().split()) & _NAMED_PLACE_WORDS)
 
 
 def is_no_place(value: Any) -> bool:

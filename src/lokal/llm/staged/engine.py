@@ -121,6 +121,7 @@ from lokal.llm.staged.candidates import (
     waiting_values,
     wants_a_number,
     wants_a_place,
+    wants_a_place_name,
     wants_a_query,
     wants_expression,
     wants_numbers,
@@ -928,7 +929,7 @@ class StagedEngine:
             if shape is None:
                 # a place is named: "How many days are in a week?" and "I need help
                 # looking for a bus" give a location nothing but an invented value
-                if wants_a_place(param) and not any(map(names_a_place, sources)):
+                if wants_a_place_name(param) and not any(map(names_a_place, sources)):
                     return False
                 continue
             spans = [v for source in sources for v in text_spans(source)]
