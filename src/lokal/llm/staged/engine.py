@@ -588,6 +588,9 @@ class StagedEngine:
         self._ranked: dict[str, list[tuple[str, float]]] = {}  # the last call's values, best first
         self.pending: dict[str, Any] | None = None  # the call being filled
         self._later: list[Any] = []  # values stated after those of the calls so far
+        # tool name → fillable: the question, results and calls done are fixed for the
+        # engine's life, and stage 1, the answer filter and stage 3 all ask
+        self._fillable: dict[str, bool] = {}
 
     def _timeout(self, *, inside: bool = False) -> DecisionTimeout:
         self.trace["continuations_scored"] = self.scored
@@ -888,6 +891,11 @@ class StagedEngine:
         several such numbers as many stated numbers; an expression a number in the question
         (or, after results, the follow-up computation it asks for); a place (``city``,
         ``location``) a name that can be one (``places.names_a_place``)."""
+        if name not in self._fillable:
+            self._fillable[name] = self._can_fill(name)
+        return self._fillable[name]
+
+    def _can_fill(self, name: str) -> bool:
         tool = self.tools.get(name)
         if tool is None:
             return True
