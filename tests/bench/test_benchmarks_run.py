@@ -111,6 +111,17 @@ def _calibration_names_out(tmp: Path, stdout: str) -> None:
         assert 0.0 <= compared[label]["out_of_fold"] <= 1.0
 
 
+def _extra_features_out(tmp: Path, stdout: str) -> None:
+    report = json.loads((tmp / "extra.json").read_text("utf-8"))
+    features = {"name_words", "param_words", "name_similarity", "first_sentence_similarity"}
+    assert set(report) == features
+    for got in report.values():
+        # the stored rows of BFCL's development split (lokal's own rows left out)
+        assert got["of"] == 692 and len(got["fold_picks"]) == 5
+        assert got["configured"] <= got["in_sample_best"] <= got["of"]
+        assert 0 <= got["out_of_fold"] <= got["of"]
+
+
 def _parallel_timing(tmp: Path, stdout: str) -> None:
     # two calls that each sleep 200 ms: one after the other cannot take less than 400 ms
     serial = float(re.search(r"serial (\d+\.\d+) s", stdout).group(1))
@@ -525,6 +536,16 @@ SMOKES = [
     ),
     pytest.param(
         Smoke(
+            "stage1_extra_features.py",
+            ("--out", "{tmp}/extra.json"),
+            (r"^name_words +configured \d+/692  best in-sample \d+ at \[.+\]  out-of-fold \d+$",),
+            timeout=120,
+            check=_extra_features_out,
+        ),
+        id="stage1_extra_features",
+    ),
+    pytest.param(
+        Smoke(
             "serve_load.py",
             ("--clients", "1", "--requests", "1", "--sequential", "1", "--gen-ms", "1"),
             (r'^  "setup": "scripted backend, 1 ms per generation",$',),
@@ -682,3 +703,27 @@ def test_the_end_to_end_rows_see_the_tools_lokal_run_has(tmp_path, monkeypatch):
         "",
     )[0]
     assert "read_skill" not in {t.name for t in without}
+
+
+def test_a_feature_that_tells_the_rows_apart_gains_out_of_fold():
+    # stage1_extra_features.py keeps the configured decision unless the grid chosen on the
+    # other folds gains on the held-out one: a feature that marks the calls exactly does,
+    # one that is the same on every row does not
+    spec = importlib.util.spec_from_file_location("_extra", BENCHMARKS / "stage1_extra_features.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    weights = {w: 0.0 for w in module.STAGE1_WEIGHTS} | {"call_bias": -1.0}
+    rows = [{"call": i % 3 == 0, "exact": float(i % 3 == 0), "flat": 0.5} for i in range(60)]
+    exact = module.out_of_fold(rows, weights, "exact")
+    assert exact["configured"] == 40 and exact["out_of_fold"] == 60
+    flat = module.out_of_fold(rows, weights, "flat")
+    assert flat["out_of_fold"] == flat["configured"] == 40
+    triangle = [{"name": "geometry.triangle_area"}]
+    assert module.name_share("Find the area of a triangle", triangle) == 1.0
+    assert (
+        module.param_share(
+            "base 10 and height 5",
+            [{"name": "bmi", "parameters": {"required": ["weight", "height"]}}],
+        )
+        == 0.5
+    )

@@ -760,6 +760,28 @@ def test_stage_one_measures_the_tools_that_can_be_filled():
     assert 0.0 < counted["similarity"] < named["similarity"]
 
 
+def test_fillability_is_worked_out_once_per_tool_in_a_decision(monkeypatch):
+    # stage 1, the answer filter and stage 3 each ask whether a tool can be filled; the
+    # question and results do not change within a decision, so each tool is read once
+    from lokal.llm.staged.engine import StagedEngine
+
+    asked = []
+    can_fill = StagedEngine._can_fill
+
+    def counting(self, name):
+        asked.append(name)
+        return can_fill(self, name)
+
+    monkeypatch.setattr(StagedEngine, "_can_fill", counting)
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "get_current_weather": 0.0}
+    calculator = [t for t in basic_tools() if t["function"]["name"] == "calculator"]
+    question = "What's the weather in London right now?"
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[WEATHER, *calculator])
+    assert result["ai_message"]["tool_calls"][0]["name"] == "get_current_weather"
+    assert sorted(asked) == sorted(set(asked))  # no tool twice in one engine
+    assert "get_current_weather" in asked
+
+
 HOTEL = {
     "name": "hotel_booking",
     "description": "Book a hotel room.",
