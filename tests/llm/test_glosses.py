@@ -1,15 +1,16 @@
 """A Chinese question ranked against English passages through its English glosses
-(lokal.llm.glosses, CC-CEDICT): the development tasks ``d24_zh_read``, ``d32_zh_read`` and
+(lokal.glosses, CC-CEDICT): the development tasks ``d24_zh_read``, ``d32_zh_read`` and
 the pair ``p12`` extracted a line at random from notes.txt before."""
 
 from __future__ import annotations
 
 import pytest
 
-from lokal.llm import glosses
+from helpers import DATA
+from lokal import glosses
+from lokal.glosses import chinese_topic, cjk_share, english_glosses, gloss_words, search_senses
 from lokal.llm.evidence import Passage, rank_passages, text_passages
 from lokal.llm.extract import choose_passage
-from lokal.llm.glosses import cjk_share, english_glosses, gloss_words
 
 NOTES_TEXT = """Notes
 
@@ -59,3 +60,62 @@ def test_without_the_dictionary_the_question_is_ranked_as_written(monkeypatch):
     assert english_glosses("季度评审在星期几？") == "季度评审在星期几？"
     assert gloss_words("季度") == []
     assert rank_passages("季度评审在星期几？", notes_passages(), k=1)  # still ranks
+
+
+@pytest.mark.parametrize(
+    ("question", "topic"),
+    [
+        ("在工作区里找出提到团队出游的文件。", ["团队出游", "文件"]),  # z01_search
+        ("在工作区中查找提到天气的文件。", ["天气", "文件"]),  # z04_search
+        ("读取 docs/agent_intro.txt，记忆部分保存哪些内容？", ["记忆部分保存", "内容"]),
+        ("什么？", []),  # nothing but asking
+        ("What is the weather?", []),
+    ],
+)
+def test_the_topic_of_a_chinese_question_leaves_out_the_words_that_ask(question, topic):
+    assert chinese_topic(question) == topic
+
+
+def test_glossing_the_topic_drops_what_asks_unless_nothing_is_left():
+    question = "打开 docs/agent_guide.md，技能文件夹里有什么文件？"
+    assert "open" in english_glosses(question) and "what" in english_glosses(question)
+    topic = english_glosses(question, topic=True)
+    assert "skill" in topic and "folder" in topic
+    assert "open" not in topic and "what" not in topic
+    assert "what" in english_glosses("什么？", topic=True)  # all of it asks: kept
+    assert search_senses("团队出游") == [
+        ("团队", ["team"]),
+        ("出游", ["go on a tour", "have an outing"]),
+    ]
+
+
+INTRO, GUIDE = "docs/agent_intro.txt", "docs/agent_guide.md"
+
+
+def _file_passages(name):
+    text = (DATA / "workspace" / name).read_text(encoding="utf-8")
+    return [Passage(t, "file_reader", name) for t in text_passages(text)]
+
+
+@pytest.mark.parametrize(
+    ("question", "name", "answer"),
+    [
+        # development tasks z05-z08: the guide is English; the intro holds three lines of
+        # Chinese, so its Chinese question was ranked as written and matched 读取 ("read")
+        # in "工具调用让模型能够读取本地文件"; the file name outweighed the question's Chinese
+        (
+            "读取 docs/agent_intro.txt，记忆部分保存哪些内容？",
+            "docs/agent_intro.txt",
+            "preferences",
+        ),
+        (
+            "读一下 docs/agent_intro.txt，循环会一直重复到什么时候？",
+            "docs/agent_intro.txt",
+            "final answer",
+        ),
+        ("打开 docs/agent_guide.md，技能文件夹里有什么文件？", "docs/agent_guide.md", "SKILL.md"),
+        ("打开 docs/agent_guide.md，文件应该怎么命名？", "docs/agent_guide.md", "relative"),
+    ],
+)
+def test_a_chinese_question_about_a_mostly_english_file_finds_its_line(question, name, answer):
+    assert answer in choose_passage(question, _file_passages(name)).passage.text

@@ -76,6 +76,10 @@ def test_an_explicit_request_for_a_tool(question, asked):
         ("Find the documents which talk about the outing.", True),
         ("In which file is the sales table described?", True),
         ("哪个文件提到了季度评审？", True),
+        # development tasks z01, z04: "find the file that mentions ..."
+        ("在工作区里找出提到团队出游的文件。", True),
+        ("在工作区中查找提到天气的文件。", True),
+        ("打开 notes.txt，团队出游前要检查什么？", False),
         ("Read notes.txt and tell me when the review is.", False),
         ("The file has three lines; what is the second one about?", False),
         ("How many files are there?", False),

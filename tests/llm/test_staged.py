@@ -137,6 +137,24 @@ def test_the_tool_name_is_the_likeliest_one():
     assert max(names, key=lambda n: names[n]["fused"]) == "local_file_search"
 
 
+def test_a_chinese_search_looks_for_the_topic_not_the_whole_request():
+    # development task z01_search: the query was the whole clause
+    # "在工作区里找出提到团队出游的文件", which no English file holds; its topic is 团队出游
+    # (lokal.glosses.chinese_topic), and 文件 ("file") is what the tool searches, no topic
+    question = "在工作区里找出提到团队出游的文件。"
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "local_file_search": -0.5,
+        '"在工作区里找出提到团队出游的文件"': 0.0,
+        '"文件"': 0.0,
+        '"团队出游"': -3.0,
+    }
+    result = ask(question, ScriptedBackend(scorer=scorer(table)))
+    call = result["ai_message"]["tool_calls"][0]
+    assert call["name"] == "local_file_search" and call["args"] == {"query": "团队出游"}
+
+
 def test_argument_values_are_spans_of_the_question_chosen_by_likelihood():
     tools = [COUNT_TOOL]
 

@@ -158,6 +158,29 @@ def test_search_limits_and_confinement(tools: dict[str, Any], ws: Path) -> None:
         tools["local_file_search"](query="  ")
 
 
+def test_a_chinese_query_over_english_files_is_looked_for_by_its_senses(
+    tools: dict[str, Any], ws: Path
+) -> None:
+    # the development task z01_search: "在工作区里找出提到团队出游的文件" searched the English
+    # workspace for 团队出游 and found nothing; the English senses of its words find the file
+    (ws / "trip.txt").write_text("We went on a tour of the city.\n")
+    out = tools["local_file_search"](query="团队出游")
+    # notes.txt holds senses of both words (team, outing), trip.txt of one (tour)
+    assert [r["path"] for r in out["results"]] == ["notes.txt"]
+    assert "outing" in out["results"][0]["snippet"]
+    assert out["searched_for"] == "team, tour, outing"
+    one_word = tools["local_file_search"](query="出游")
+    assert [r["path"] for r in one_word["results"]] == ["notes.txt", "trip.txt"]
+    # found as written: no senses are looked for
+    (ws / "zh.txt").write_text("团队出游定在周五。\n")
+    written = tools["local_file_search"](query="团队出游")
+    assert [r["path"] for r in written["results"]] == ["zh.txt"]
+    assert "searched_for" not in written
+    # an English query that finds nothing finds nothing
+    none = tools["local_file_search"](query="walrus")
+    assert none["results"] == [] and "searched_for" not in none
+
+
 # --- calculator ------------------------------------------------------------------------------
 
 

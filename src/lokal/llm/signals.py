@@ -66,7 +66,9 @@ _WHICH_FILE = re.compile(
     r"|\b(?:files?|documents?)\s+(?:that|which|where)\s+(?:\w+\s+)?(?:mentions?|contains?|says?"
     r"|talks?|refers?|holds?|has|have|includes?|lists?|names?|discuss(?:es)?)\b"
     r"|\bin\s+which\s+(?:file|document)"
-    r"|(?:哪个|哪些|什么)(?:文件|文档)",
+    r"|(?:哪个|哪些|什么)(?:文件|文档)"
+    # "在工作区里找出提到团队出游的文件": find the file that mentions ...
+    r"|(?:找出|查找|找到|搜索|找|提到|提及|包含)[^。？！?!]*?的(?:文件|文档)",
     re.IGNORECASE,
 )
 _EACH = re.compile(

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Interval
 
+from lokal.glosses import search_senses
 from lokal.skills.workspace import Workspace, WorkspaceError
 from lokal.tools.registry import Tool, ToolRegistry, tool
 
@@ -376,39 +377,29 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str]) -> list[Tool]:
         if max_results < 1:
             raise ValueError("max_results must be at least 1")
         base = ws.resolve(root_dir, kind="dir")
-        results: list[dict[str, Any]] = []
-        matched = scanned = hard_links = 0
-        for current, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
-            for name in sorted(files):
-                if name.startswith("."):
-                    continue
-                path = Path(current) / name
-                if not ws.contains(path) or not path.is_file():
-                    continue  # a symlink pointing out of the workspace
-                try:
-                    if ws.hard_link_problem(path.stat(), name) is not None:
-                        hard_links += 1
-                        continue  # may be a file from outside the workspace
-                    handle = ws.open_file(path)
-                except (OSError, WorkspaceError):
-                    continue  # changed since the walk
-                with handle:
-                    hit = _search_file(handle, name, needle)
-                scanned += 1
-                if hit is None:
-                    continue
-                matched += 1
-                if len(results) < max_results:
-                    results.append({"path": ws.relative(path), **hit})
+        hits, scanned, hard_links = _search_workspace(ws, base, [needle])
+        glossed: dict[str, list[str]] = {}
+        if not hits:
+            # a Chinese query over files in English: "团队出游" finds "team outing" by the
+            # English senses of its words (CC-CEDICT, lokal.glosses); the files that hold
+            # senses of the most words
+            for word, senses in search_senses(query):
+                glossed[word] = [_sense_needle(sense) for sense in senses]
+            if glossed:
+                needles = [n for found in glossed.values() for n in found]
+                hits, _, _ = _search_workspace(ws, base, needles)
+                hits = _by_words_matched(hits, glossed)
+        results = [{"path": ws.relative(path), **hit} for path, hit, _ in hits[:max_results]]
         out = {
             "query": query,
             "root_dir": ws.relative(base),
             "results": results,
-            "files_matched": matched,
+            "files_matched": len(hits),
             "files_scanned": scanned,
-            "truncated": matched > len(results),
+            "truncated": len(hits) > len(results),
         }
+        if glossed:  # what the Chinese query was looked for as: "team, tour, outing"
+            out["searched_for"] = ", ".join(n for found in glossed.values() for n in found)
         if hard_links:
             out["hard_links_skipped"] = hard_links
         return out
@@ -488,6 +479,62 @@ def register_builtin_tools(
     for item in builtin_tools(workspace):
         names.append(registry.register(item, replace=True).name)
     return names
+
+
+def _search_workspace(
+    ws: Workspace, base: Path, needles: list[str]
+) -> tuple[list[tuple[Path, dict[str, Any], list[str]]], int, int]:
+    """The files under ``base`` that hold any of ``needles`` (each with the match of the
+    first needle it holds and every needle it holds), the number of files scanned and the
+    number skipped for their hard links."""
+    hits: list[tuple[Path, dict[str, Any], list[str]]] = []
+    scanned = hard_links = 0
+    for current, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = Path(current) / name
+            if not ws.contains(path) or not path.is_file():
+                continue  # a symlink pointing out of the workspace
+            try:
+                if ws.hard_link_problem(path.stat(), name) is not None:
+                    hard_links += 1
+                    continue  # may be a file from outside the workspace
+                handle = ws.open_file(path)
+            except (OSError, WorkspaceError):
+                continue  # changed since the walk
+            with handle:
+                found = []
+                for needle in needles:
+                    handle.seek(0)
+                    hit = _search_file(handle, name, needle)
+                    if hit is not None:
+                        found.append((needle, hit))
+            scanned += 1
+            if found:
+                hits.append((path, found[0][1], [needle for needle, _ in found]))
+    return hits, scanned, hard_links
+
+
+def _sense_needle(sense: str) -> str:
+    """What a search looks for of an English sense: the sense itself when it is one word,
+    else its longest word ("have an outing" → "outing", "quarter of a year" → "quarter")."""
+    words = sense.casefold().split()
+    return words[0] if len(words) == 1 else max(words, key=len)
+
+
+def _by_words_matched(
+    hits: list[tuple[Path, dict[str, Any], list[str]]], glossed: dict[str, list[str]]
+) -> list[tuple[Path, dict[str, Any], list[str]]]:
+    """The ``hits`` that hold a sense of the most Chinese words of the query ("销售表的位置":
+    a file with "sales" and "place" leaves out one with "sales" alone)."""
+
+    def words(found: list[str]) -> int:
+        return sum(1 for needles in glossed.values() if set(found) & set(needles))
+
+    best = max((words(found) for _, _, found in hits), default=0)
+    return [hit for hit in hits if words(hit[2]) == best]
 
 
 def _search_file(handle: Any, name: str, needle: str) -> dict[str, Any] | None:

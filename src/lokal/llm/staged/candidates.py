@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from datetime import date, timedelta
 from typing import Any
 
+from lokal.glosses import cjk_share, gloss_words
 from lokal.llm.select import CJK, name_words
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "implied_numbers",
     "inferred_format",
     "is_a_topic",
+    "is_chinese",
     "is_expression",
     "iso_dates",
     "later_values",
@@ -68,6 +70,7 @@ __all__ = [
     "list_bound",
     "names_a_month",
     "names_the_tool",
+    "names_the_tool_in",
     "not_the_tool",
     "number_candidates",
     "number_words",
@@ -1911,6 +1914,27 @@ def is_a_topic(value: str, tool_words: set[str]) -> bool:
         return word in _ASKING or word in tool_words or word.rstrip("s") in tool_words
 
     return not plain(words[0]) and not plain(words[-1])
+
+
+def is_chinese(value: Any) -> bool:
+    """Whether ``value`` is text written mostly in Chinese characters."""
+    return isinstance(value, str) and cjk_share(value) > 0.5
+
+
+def names_the_tool_in(words: str, tool_words: set[str]) -> bool:
+    """Whether a run of Chinese ``words`` only says what the tool works on: each word has an
+    English sense among ``tool_words`` (文件 "file" for a file search; 团队出游 says what
+    to look for)."""
+    glossed = gloss_words(words)
+    return bool(glossed) and all(
+        any(
+            w in tool_words or f"{w}s" in tool_words
+            for sense in senses
+            for w in re.findall(r"[a-z]+", sense.lower())
+            if len(w) >= 3
+        )
+        for _, senses in glossed
+    )
 
 
 # --- arithmetic expressions --------------------------------------------------------------------

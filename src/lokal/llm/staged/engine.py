@@ -50,6 +50,7 @@ from typing import Any
 
 from lokal.config import ToolCallingSettings
 from lokal.errors import BackendDeadline
+from lokal.glosses import chinese_topic
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.currencies import currency_codes, wants_currency
@@ -89,6 +90,7 @@ from lokal.llm.staged.candidates import (
     in_date_form,
     inferred_format,
     is_a_topic,
+    is_chinese,
     is_expression,
     is_no_place,
     is_unit,
@@ -101,6 +103,7 @@ from lokal.llm.staged.candidates import (
     names_a_month,
     names_parameter,
     names_the_tool,
+    names_the_tool_in,
     not_the_tool,
     number_candidates,
     opening_part,
@@ -1247,6 +1250,14 @@ class StagedEngine:
                 for w in re.findall(r"[^\W_]+", f"{name_words(tool.name)} {tool.description}")
             }
             values = [v for v in values if not isinstance(v, str) or is_a_topic(v, said)] or values
+            # a Chinese request's topic, not its whole clause: "在工作区里找出提到团队出游的文件"
+            # looks for 团队出游 (lokal.glosses.chinese_topic); not 文件, which the tool
+            # names ("file")
+            topics = [t for t in chinese_topic(self.question) if not names_the_tool_in(t, said)]
+            if len(topics) > 1:  # "销售表的位置": the whole topic, and each part
+                topics.insert(0, " ".join(topics))
+            if topics:
+                values = [*topics, *(v for v in values if v not in topics and not is_chinese(v))]
         if expression and any(isinstance(v, str) and is_expression(v) for v in values):
             # an expression parameter takes whole expressions when the question states one:
             # "2.5" is a number of "2.5 * 40", not the calculation asked for

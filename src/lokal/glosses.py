@@ -22,7 +22,14 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 
-__all__ = ["cjk_share", "english_glosses", "gloss_words", "stemmed"]
+__all__ = [
+    "chinese_topic",
+    "cjk_share",
+    "english_glosses",
+    "gloss_words",
+    "search_senses",
+    "stemmed",
+]
 
 # Han characters only (with the compatibility ideographs): the dictionary is Chinese; kana
 # and Hangul, in lokal.llm.select.CJK, have no glosses
@@ -45,6 +52,20 @@ _PARTICLES = frozenset(
         *("给", "就", "都", "也", "还", "么"),
     }
 )
+
+# words that ask rather than say what about: "读取 docs/agent_intro.txt，记忆部分保存哪些内容？"
+# glossed whole ("read ... which ...") ranked a line about reading files first; its topic
+# is 记忆部分保存 ("memory part keep"). The workspace (工作区) says where to look, as in
+# English. 文件 ("file") stays: "文件应该怎么命名？" asks how files are named.
+_ASKING = frozenset(
+    {
+        *("读取", "读", "一下", "打开", "看", "看看", "查看", "告诉", "哪些", "哪个", "哪里"),
+        *("哪", "什么", "什么时候", "怎么", "怎样", "如何", "有", "会", "应该", "要", "能"),
+        *("可以", "多少", "是不是"),
+        *("找出", "查找", "找", "找到", "搜索", "提到", "提及", "写", "中"),
+    }
+)
+_WHERE = re.compile("工作区")
 
 
 def cjk_share(text: str) -> float:
@@ -123,19 +144,67 @@ def gloss_words(text: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def english_glosses(text: str) -> str:
+def chinese_topic(text: str) -> list[str]:
+    """The runs of Chinese words of ``text`` that say what it is about, in order: its words
+    less grammatical particles and the words that ask ("在工作区里找出提到团队出游的文件" →
+    ["团队出游"]); [] without the dictionary or without Chinese."""
+    dictionary = _dictionary()
+    if dictionary is None:
+        return []
+    runs: list[str] = []
+    for run in _CJK_RUN.findall(_WHERE.sub("，", text)):
+        current = ""
+        for word in _segment(run, dictionary):
+            if word in _PARTICLES or word in _ASKING:
+                if current:
+                    runs.append(current)
+                current = ""
+            else:
+                current += word
+        if current:
+            runs.append(current)
+    return runs
+
+
+def english_glosses(text: str, *, topic: bool = False) -> str:
     """``text`` with each Chinese run replaced by its words' English senses ("打开
     notes.txt，季度评审在星期几？" → "open turn on notes.txt， quarter of a year season
     appraise evaluate which day of the week ？"); ``text`` itself when it has no Chinese or
-    the dictionary is not installed."""
+    the dictionary is not installed. With ``topic``, the words that ask and the workspace
+    are left out ("打开 notes.txt，团队出游前要检查什么？" → "notes.txt， team group ...
+    before check examine inspect ？"), unless nothing else is left."""
     if not _CJK.search(text) or _dictionary() is None:
         return text
+    asking = topic and bool(chinese_topic(text))  # else nothing would be left
+    if asking:
+        text = _WHERE.sub(" ", text)
 
     def replace(match: re.Match[str]) -> str:
-        senses = [" ".join(s) for _, s in gloss_words(match.group(0)) if s]
+        words = gloss_words(match.group(0))
+        if asking:  # only what the question is about (chinese_topic)
+            words = [(w, s) for w, s in words if w not in _ASKING]
+        senses = [" ".join(s) for _, s in words if s]
         return " " + " ".join(senses) + " "
 
     return " ".join(_CJK_RUN.sub(replace, text).split())
+
+
+# senses too common to look for in a file ("a", "be", "go")
+_COMMON_SENSE = re.compile(r"^(?:a|an|the|be|go|do|to|of|in|on|at|it|is|one|have)$", re.I)
+
+
+def search_senses(text: str) -> list[tuple[str, list[str]]]:
+    """Each Chinese word of ``text``'s topic (``chinese_topic``) with the English senses a
+    search can look for: "团队出游" → [("团队", ["team", "group"]), ("出游", ["go on a tour",
+    "have an outing"])]; a sense of three letters or more and not a common word. [] without
+    Chinese or the dictionary."""
+    found = []
+    for run in chinese_topic(text):
+        for word, senses in gloss_words(run):
+            kept = [s for s in senses if len(s) >= 3 and not _COMMON_SENSE.match(s)]
+            if kept:
+                found.append((word, kept))
+    return found
 
 
 @lru_cache(maxsize=1)
