@@ -171,8 +171,8 @@ def english_glosses(text: str, *, topic: bool = False) -> str:
     notes.txt，季度评审在星期几？" → "open turn on notes.txt， quarter of a year season
     appraise evaluate which day of the week ？"); ``text`` itself when it has no Chinese or
     the dictionary is not installed. With ``topic``, the words that ask and the workspace
-    are left out ("打开 notes.txt，团队出游前要检查什么？" → "notes.txt， team group ...
-    before check examine inspect ？"), unless nothing else is left."""
+    are left out ("打开 notes.txt，团队出游前要检查什么？" → "notes.txt， team go on a tour
+    have an outing front inspection examine inspect ？"), unless nothing else is left."""
     if not _CJK.search(text) or _dictionary() is None:
         return text
     asking = topic and bool(chinese_topic(text))  # else nothing would be left
@@ -195,9 +195,9 @@ _COMMON_SENSE = re.compile(r"^(?:a|an|the|be|go|do|to|of|in|on|at|it|is|one|have
 
 def search_senses(text: str) -> list[tuple[str, list[str]]]:
     """Each Chinese word of ``text``'s topic (``chinese_topic``) with the English senses a
-    search can look for: "团队出游" → [("团队", ["team", "group"]), ("出游", ["go on a tour",
-    "have an outing"])]; a sense of three letters or more and not a common word. [] without
-    Chinese or the dictionary."""
+    search can look for: "团队出游" → [("团队", ["team"]), ("出游", ["go on a tour", "have an
+    outing"])]; a sense of three letters or more and not a common word. [] without Chinese
+    or the dictionary."""
     found = []
     for run in chinese_topic(text):
         for word, senses in gloss_words(run):
