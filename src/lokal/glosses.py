@@ -38,6 +38,7 @@ _CJK = re.compile(f"[{_HAN}]")
 _CJK_RUN = re.compile(f"[{_HAN}]+")
 _LONGEST = 8
 _SENSES = 3  # senses kept per word: the first is the common one, the next often synonyms
+_SHORT_SENSE = 4  # words in a sense that names rather than explains
 # senses that are no meaning of the word itself
 _NOT_A_SENSE = re.compile(
     r"^(?:CL:|(?:old |archaic |)variant of|surname|see |also pr|used in|abbr\. for|"
@@ -103,17 +104,16 @@ def _clean(sense: str) -> str:
 
 def _senses(entries: list[list[str]], keep: int = _SENSES) -> list[str]:
     for definitions in entries:
-        kept = []
+        kept: list[str] = []
         for sense in definitions:
-            if _NOT_A_SENSE.match(sense.strip()):
-                continue
-            cleaned = _clean(sense)
+            cleaned = "" if _NOT_A_SENSE.match(sense.strip()) else _clean(sense)
             if cleaned and cleaned not in kept:
                 kept.append(cleaned)
-            if len(kept) == keep:
-                break
+        # a sense that is a word or a short phrase before one that explains: 代理 "agent",
+        # "proxy", not "act on behalf of sb in a responsible position"
+        short = [s for s in kept if len(s.split()) <= _SHORT_SENSE]
         if kept:
-            return kept
+            return (short or kept)[:keep]
     return []
 
 
