@@ -40,6 +40,8 @@ LAYERS: dict[str, int] = {
     "lokal.sqlite": 0,
     "lokal.models": 0,
     "lokal.progress": 0,
+    # English glosses of Chinese text (CC-CEDICT): read by the decision and the file search
+    "lokal.glosses": 0,
     # 1, contracts and configuration: profiles, messages, JSON schema, tools, run events,
     # traces
     "lokal.config": 1,

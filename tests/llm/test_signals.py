@@ -80,6 +80,8 @@ def test_an_explicit_request_for_a_tool(question, asked):
         ("在工作区里找出提到团队出游的文件。", True),
         ("在工作区中查找提到天气的文件。", True),
         ("打开 notes.txt，团队出游前要检查什么？", False),
+        # a search for files as one step of a request that ends with a summary
+        ("先读取 notes.txt，再搜索包含 Agent 的文件，最后总结三条要点。", False),
         ("Read notes.txt and tell me when the review is.", False),
         ("The file has three lines; what is the second one about?", False),
         ("How many files are there?", False),

@@ -261,8 +261,8 @@ def rank_passages(
     """The ``k`` passages that match ``question`` best: BM25 picks up to 30 candidates,
     MiniLM ranks them, and the two rankings are fused by reciprocal rank (BM25 alone
     without embeddings). A file the question names is left out of the query (it says
-    where to look, not what). A Chinese question over passages most of which are not
-    Chinese is ranked through the English glosses of its topic (``lokal.glosses``:
+    where to look, not what). A Chinese question over passages most of whose letters are
+    not Chinese is ranked through the English glosses of its topic (``lokal.glosses``:
     the words that ask left out), BM25 on word stems: neither ranking compares the two
     languages."""
     from lokal.rag.retrieval import BM25Index, rrf
@@ -273,15 +273,16 @@ def rank_passages(
     # the file the question names says where to look, not what: "Read docs/agent_guide.md
     # and tell me which tools..." matched "This guide shows how to work with the agent..."
     # A Chinese question (its share counted without the file name) over passages most of
-    # which are not Chinese is glossed without the words that ask: "读取
+    # whose letters are not Chinese is glossed without the words that ask: "读取
     # docs/agent_intro.txt，记忆部分保存哪些内容？" was ranked as written (its file name
     # outweighed its Chinese, and the file holds lines of Chinese), and its 读取 ("read")
     # matched "工具调用让模型能够读取本地文件" instead of the English line on memory
     query = question
     for name in names_a_file(question):
         query = query.replace(name, " ")
-    english = sum(cjk_share(t) <= 0.5 for t in texts)
-    crossed = cjk_share(query) > 0.5 and english * 2 > len(texts)
+    # most of the passages' letters are not Chinese (a number alone, "result: 4", weighs
+    # little: the Chinese content beside it is what a Chinese question is asked over)
+    crossed = cjk_share(query) > 0.5 and cjk_share(" ".join(texts)) < 0.5
     if crossed:
         query = english_glosses(query, topic=True)
     words = stemmed if crossed else bm25_text  # a gloss's "tool" finds "Tools"

@@ -67,8 +67,10 @@ _WHICH_FILE = re.compile(
     r"|talks?|refers?|holds?|has|have|includes?|lists?|names?|discuss(?:es)?)\b"
     r"|\bin\s+which\s+(?:file|document)"
     r"|(?:哪个|哪些|什么)(?:文件|文档)"
-    # "在工作区里找出提到团队出游的文件": find the file that mentions ...
-    r"|(?:找出|查找|找到|搜索|找|提到|提及|包含)[^。？！?!]*?的(?:文件|文档)",
+    # "在工作区里找出提到团队出游的文件": find the file that mentions ..., as what the
+    # request ends with ("再搜索……包含 Agent 的文件，最后计算 2 + 2，并总结三条要点" asks
+    # for the summary)
+    r"|(?:找出|查找|找到|搜索|找|提到|提及|包含)[^。？！?!，,]*?的(?:文件|文档)[。？！?!\s]*$",
     re.IGNORECASE,
 )
 _EACH = re.compile(
