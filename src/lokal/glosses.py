@@ -147,7 +147,10 @@ def gloss_words(text: str) -> list[tuple[str, list[str]]]:
 def chinese_topic(text: str) -> list[str]:
     """The runs of Chinese words of ``text`` that say what it is about, in order: its words
     less grammatical particles and the words that ask ("在工作区里找出提到团队出游的文件" →
-    ["团队出游"]); [] without the dictionary or without Chinese."""
+    ["团队出游"]); [] without the dictionary or without Chinese (the dictionary is read only
+    for Chinese text: an English question costs nothing)."""
+    if not _CJK.search(text):
+        return []
     dictionary = _dictionary()
     if dictionary is None:
         return []

@@ -117,3 +117,15 @@ def _file_passages(name):
 )
 def test_a_chinese_question_about_a_mostly_english_file_finds_its_line(question, name, answer):
     assert answer in choose_passage(question, _file_passages(name)).passage.text
+
+
+def test_english_text_never_reads_the_dictionary(monkeypatch):
+    # a search query or question in English asks for no topic: the dictionary (2 s and
+    # 140 MB on first read) stays unread
+    def unread():
+        raise AssertionError("the dictionary was read for English text")
+
+    monkeypatch.setattr(glosses, "_dictionary", unread)
+    assert chinese_topic("Which file mentions the team outing?") == []
+    assert search_senses("walrus") == []
+    assert english_glosses("When is the review?", topic=True) == "When is the review?"
