@@ -1,7 +1,8 @@
 """Would another feature of the question against the tools lift answer-or-call?
 
     .venv/bin/python benchmarks/stage1_extra_features.py \
-        [--rows data/dev/calibration/stage1_bfcl_dev.jsonl] [--out outputs/stage1_extra.json]
+        [--rows data/dev/calibration/stage1_bfcl_dev.jsonl] [--out outputs/stage1_extra.json] \
+        [--model]
 
 Development split only: the stored stage-1 rows of BFCL's development questions (the
 questions at positions that are multiples of 5; ``calibrate_staged.py --stage1-bfcl``
@@ -21,7 +22,12 @@ the out-of-fold count rises. The features:
 - ``param_words``: the share of a function's required parameters whose name words the
   question writes, best over the functions;
 - ``name_similarity``: the MiniLM cosine of the question and a function's name as words;
-- ``first_sentence_similarity``: ... and the first sentence of its description.
+- ``first_sentence_similarity``: ... and the first sentence of its description;
+- with ``--model`` (the bundled model, about 1 s a row: 12 minutes on 2 cores), the model's
+  own judgement: ``model_fits`` is log P("Yes") − log P("No") after "Can this function answer
+  the question?" (the function's name and first sentence, the question), and
+  ``model_relevant`` the same after "Is this tool relevant to the request?" under a system
+  line, each the best over the functions (the first six).
 
 lokal's own rows (its cases, tasks and pairs) are left out: the stored rows do not hold
 their questions' tools. The result, written to docs/decisions.md, is what limits the
@@ -60,7 +66,7 @@ GENERIC_NAME = frozenset(
 GENERIC_PARAM = frozenset(
     re.findall(r"\w+", "name id value type info data the of for and to in number str list")
 )
-WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0)
+WEIGHTS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0)
 SHIFTS = tuple(x / 2 for x in range(-12, 3))
 
 
@@ -108,6 +114,38 @@ def param_share(question: str, functions: list[dict]) -> float:
     return best
 
 
+JUDGEMENTS = {
+    "model_fits": (
+        None,
+        "Function: {name} - {about}\nQuestion: {question}\n"
+        "Can this function answer the question? Answer Yes or No.",
+    ),
+    "model_relevant": (
+        "You check whether a tool fits a request.",
+        "Request: {question}\nTool: {name} ({about})\nIs this tool relevant to the request?",
+    ),
+}
+
+
+def model_judgements(backend, settings, question: str, functions: list[dict]) -> dict:
+    """The model's Yes-over-No margin for each prompt of ``JUDGEMENTS``, best over the
+    functions (the first six)."""
+    from lokal.llm.backends import GenerationRequest
+
+    out = {}
+    for feature, (system, template) in JUDGEMENTS.items():
+        best = None
+        for function in functions[:6]:
+            about = (function.get("description") or "").split(". ")[0][:200]
+            user = template.format(name=function["name"], about=about, question=question[:600])
+            messages = [{"role": "system", "content": system}] if system else []
+            messages.append({"role": "user", "content": user})
+            yes, no = backend.score(GenerationRequest(messages, settings), ["Yes", "No"])
+            best = yes - no if best is None else max(best, yes - no)
+        out[feature] = best if best is not None else 0.0
+    return out
+
+
 def margin(row: dict, weights: dict) -> float:
     return weights["call_bias"] + sum(
         weights[STAGE1_WEIGHTS[i]] * float(row.get(f, 0.0)) for i, f in enumerate(STAGE1)
@@ -153,9 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default="data/dev/calibration/stage1_bfcl_dev.jsonl")
     parser.add_argument("--profile", default="configs/model.yaml")
     parser.add_argument("--out", default="outputs/stage1_extra.json")
+    parser.add_argument(
+        "--model", action="store_true", help="also the bundled model's own judgement (slow)"
+    )
     args = parser.parse_args(argv)
 
-    staged = load_profile(args.profile).tool_calling.staged
+    profile = load_profile(args.profile)
+    staged = profile.tool_calling.staged
     weights = {w: float(getattr(staged, w)) for w in (*STAGE1_WEIGHTS, "call_bias")}
     entries = {e["id"]: e for c in CATEGORIES for e in load_split(c, "dev", sample=None)}
     rows = [json.loads(line) for line in Path(args.rows).read_text().splitlines() if line.strip()]
@@ -178,11 +220,23 @@ def main(argv: list[str] | None = None) -> int:
             ),
         ):
             row[feature] = float(max(embedder.embed(texts) @ vector)) if texts else 0.0
+    features = ["name_words", "param_words", "name_similarity", "first_sentence_similarity"]
+    if args.model:
+        from lokal.llm.backends import get_backend
 
-    report = {
-        feature: out_of_fold(rows, weights, feature)
-        for feature in ("name_words", "param_words", "name_similarity", "first_sentence_similarity")
-    }
+        backend = get_backend(profile)
+        for n, row in enumerate(rows, start=1):
+            entry = entries[row["id"]]
+            row.update(
+                model_judgements(
+                    backend, profile.generation, question_text(entry), entry["function"]
+                )
+            )
+            if n % 100 == 0:
+                print(f"  model judgements: {n}/{len(rows)} rows", flush=True)
+        features += list(JUDGEMENTS)
+
+    report = {feature: out_of_fold(rows, weights, feature) for feature in features}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
     for feature, got in report.items():

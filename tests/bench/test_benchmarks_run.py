@@ -718,6 +718,22 @@ def test_a_feature_that_tells_the_rows_apart_gains_out_of_fold():
     assert exact["configured"] == 40 and exact["out_of_fold"] == 60
     flat = module.out_of_fold(rows, weights, "flat")
     assert flat["out_of_fold"] == flat["configured"] == 40
+
+    # the model's judgement: the Yes-over-No margin, best over the functions; a stand-in
+    # backend that says Yes to the function the question names
+    class Judge:
+        def score(self, request, continuations):
+            said = request.messages[-1]["content"]
+            fits = "Function: area" in said or "Tool: area" in said
+            return [0.0, -2.0] if fits else [-3.0, 0.0]
+
+    functions = [{"name": "bmi", "description": "Body mass index."}, {"name": "area"}]
+    judged = module.model_judgements(Judge(), None, "the area of a triangle", functions)
+    assert judged == {"model_fits": 2.0, "model_relevant": 2.0}
+    assert module.model_judgements(Judge(), None, "x", functions[:1]) == {
+        "model_fits": -3.0,
+        "model_relevant": -3.0,
+    }
     triangle = [{"name": "geometry.triangle_area"}]
     assert module.name_share("Find the area of a triangle", triangle) == 1.0
     assert (

@@ -181,6 +181,32 @@ def test_a_chinese_query_over_english_files_is_looked_for_by_its_senses(
     assert none["results"] == [] and "searched_for" not in none
 
 
+def test_a_search_for_several_senses_reads_each_file_once(
+    tools: dict[str, Any], ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the sense search looks for up to a dozen English words at once: each file is read
+    # once for all of them (it was read once per word)
+    import lokal.skills.builtin as builtin
+
+    reads: dict[str, int] = defaultdict(int)
+    search_file = builtin._search_file
+
+    def counted(handle: Any, name: str, needles: list[str]) -> dict[str, Any]:
+        reads[name] += 1
+        return search_file(handle, name, needles)
+
+    monkeypatch.setattr(builtin, "_search_file", counted)
+    out = tools["local_file_search"](query="团队出游")
+    assert len(out["searched_for"].split(", ")) == 3
+    assert reads and set(reads.values()) == {2}  # as written, then every sense together
+    # each needle keeps its own first line and count
+    with (ws / "notes.txt").open("rb") as handle:
+        found = search_file(handle, "notes.txt", ["team", "outing", "walrus"])
+    assert list(found) == ["team", "outing"]
+    assert "outing" in found["outing"]["snippet"].casefold()
+    assert all(hit["line_matches"] >= 1 and not hit["name_match"] for hit in found.values())
+
+
 # --- calculator ------------------------------------------------------------------------------
 
 

@@ -505,15 +505,10 @@ def _search_workspace(
             except (OSError, WorkspaceError):
                 continue  # changed since the walk
             with handle:
-                found = []
-                for needle in needles:
-                    handle.seek(0)
-                    hit = _search_file(handle, name, needle)
-                    if hit is not None:
-                        found.append((needle, hit))
+                found = _search_file(handle, name, needles)  # read once for every needle
             scanned += 1
             if found:
-                hits.append((path, found[0][1], [needle for needle, _ in found]))
+                hits.append((path, next(iter(found.values())), list(found)))
     return hits, scanned, hard_links
 
 
@@ -537,14 +532,15 @@ def _by_words_matched(
     return [hit for hit in hits if words(hit[2]) == best]
 
 
-def _search_file(handle: Any, name: str, needle: str) -> dict[str, Any] | None:
-    """The match of one file (open, binary): by name and/or by the first matching line."""
+def _search_file(handle: Any, name: str, needles: list[str]) -> dict[str, dict[str, Any]]:
+    """The matches of one file (open, binary), read once: for each needle it holds, by name
+    and/or by its first matching line, in the order of ``needles``."""
     import io
 
-    name_match = needle in name.casefold()
-    line_no: int | None = None
-    snippet: str | None = None
-    count = 0
+    name = name.casefold()
+    lines: dict[str, int | None] = dict.fromkeys(needles)
+    snippets: dict[str, str | None] = dict.fromkeys(needles)
+    counts = dict.fromkeys(needles, 0)
     try:
         if os.fstat(handle.fileno()).st_size <= MAX_SEARCH_FILE_BYTES:
             head = handle.read(BINARY_SNIFF_BYTES)
@@ -552,16 +548,25 @@ def _search_file(handle: Any, name: str, needle: str) -> dict[str, Any] | None:
                 handle.seek(0)
                 text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
                 for number, line in enumerate(text, start=1):
-                    if needle in line.casefold():
-                        count += 1
-                        if line_no is None:
-                            line_no, snippet = number, line.strip()[:200]
+                    folded = line.casefold()
+                    for needle in needles:
+                        if needle in folded:
+                            counts[needle] += 1
+                            if lines[needle] is None:
+                                lines[needle], snippets[needle] = number, line.strip()[:200]
                 text.detach()
     except OSError:
-        return None
-    if not name_match and not count:
-        return None
-    return {"name_match": name_match, "line": line_no, "snippet": snippet, "line_matches": count}
+        return {}
+    return {
+        needle: {
+            "name_match": needle in name,
+            "line": lines[needle],
+            "snippet": snippets[needle],
+            "line_matches": counts[needle],
+        }
+        for needle in needles
+        if needle in name or counts[needle]
+    }
 
 
 # --- table_analyzer internals --------------------------------------------------------------------
