@@ -33,6 +33,7 @@ def test_development_and_evaluation_questions_do_not_overlap():
         **_task_questions(DATA / "dev" / "e2e_tasks.json"),
         **_task_questions(DATA / "dev" / "e2e_pairs.json"),
         **_task_questions(DATA / "dev" / "e2e_tasks_zh.json"),
+        **_task_questions(DATA / "dev" / "e2e_tasks_more.json"),
     }
     evaluation = {
         **_case_questions(DATA / "bench_cases"),

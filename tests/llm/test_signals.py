@@ -13,6 +13,7 @@ from lokal.llm.signals import (
     asks_a_definition,
     asks_a_next_step,
     asks_a_tool_step,
+    asks_about_now,
     asks_for_a_tool,
     asks_for_several,
     asks_for_writing,
@@ -22,6 +23,7 @@ from lokal.llm.signals import (
     names_a_tool,
     only_social,
     question_signals,
+    siblings_of_now,
     takes_a_path,
 )
 from lokal.llm.staged import ANSWER_OPENING, CALL_OPENING
@@ -397,3 +399,87 @@ def test_a_definition_with_a_signal_of_a_call_still_calls(question):
     staged = result["attempts"][0]["staged"]
     assert "definition" not in staged and "writing" not in staged
     assert result["ai_message"]["tool_calls"]
+
+
+WEATHER_SIBLINGS = [
+    {"name": "weather_forecast_current"},
+    {"name": "weather_forecast_forecast"},
+    {"name": "get_current_datetime"},
+    {"name": "file_reader"},
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "now", "passed_over"),
+    [
+        # the development task `weather` called the forecast for this
+        ("What's the weather in London right now?", True, ["weather_forecast_forecast"]),
+        ("Is it raining in Paris at the moment?", True, ["weather_forecast_forecast"]),
+        ("北京现在天气怎么样？", True, ["weather_forecast_forecast"]),
+        ("What time is it now?", True, ["weather_forecast_forecast"]),  # no tool raised
+        ("What is the forecast for today in London?", True, []),  # writes the sibling's word
+        ("What is the weather in London?", False, []),
+        ("Now, add 5 to it.", False, []),  # a next step, not the present
+        ("I read it just now.", False, []),
+        ("Show the readings from 10am to now.", False, []),  # a period that reaches now
+        ("What has it been like since yesterday?", False, []),
+    ],
+)
+def test_a_question_about_now_passes_over_the_siblings_of_a_tool_about_now(
+    question, now, passed_over
+):
+    assert asks_about_now(question) is now
+    assert siblings_of_now(question, WEATHER_SIBLINGS) == passed_over
+
+
+def test_only_a_sibling_is_passed_over():
+    # the siblings differ by one word, wherever it stands; a tool about now with no sibling
+    # lowers nothing
+    pair = [{"name": "get_current_weather"}, {"name": "get_weather_forecast"}]
+    assert siblings_of_now("current weather in Paris", pair) == ["get_weather_forecast"]
+    alone = [{"name": "get_current_datetime"}, {"name": "calculator"}]
+    assert siblings_of_now("What do you think of AI right now?", alone) == []
+    latest = [{"name": "get_sensor_readings_latest"}, {"name": "get_sensor_alerts"}]
+    assert siblings_of_now("the readings right now", latest) == []  # two words apart
+
+
+def test_the_present_picks_the_current_tool_over_a_likelier_sibling():
+    tools = tool_specs(
+        [
+            {
+                "name": name,
+                "description": f"The {kind} weather of a city.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"location": {"type": "string"}},
+                    "required": ["location"],
+                },
+            }
+            for name, kind in (
+                ("weather_forecast_current", "current"),
+                ("weather_forecast_forecast", "coming days' forecast"),
+            )
+        ]
+    )
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "weather_forecast_forecast": -0.5,  # the model's likelier name
+        "weather_forecast_current": -1.5,
+        '"London"': 0.0,
+    }
+    profile = staged_profile(name_file_weight=2.0)
+    now = ask(
+        "What's the weather in London right now?",
+        ScriptedBackend(scorer=scorer(table)),
+        profile=profile,
+        tools=tools,
+    )
+    assert now["ai_message"]["tool_calls"][0]["name"] == "weather_forecast_current"
+    plain = ask(
+        "What's the weather in London?",
+        ScriptedBackend(scorer=scorer(table)),
+        profile=profile,
+        tools=tools,
+    )
+    assert plain["ai_message"]["tool_calls"][0]["name"] == "weather_forecast_forecast"

@@ -14,7 +14,10 @@ Each is a plain function of the question's text and the tools' names and paramet
 staged engine adds ``signal_weight`` to its call margin when any of them holds
 (docs/decisions.md, "Answer or call"), and ``name_file_weight`` to the name score of each tool
 that takes a path when the question names a file ("According to docs/guide.md, what is the
-calculator for?" is a question for the file, whatever else it names).
+calculator for?" is a question for the file, whatever else it names). A question about the
+present ("right now", "currently", "现在") lowers a tool's name score by the same weight when
+the tool is the sibling of one about the present (``siblings_of_now``:
+``weather_forecast_forecast`` beside ``weather_forecast_current``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "asks_a_definition",
     "asks_a_next_step",
     "asks_a_tool_step",
+    "asks_about_now",
     "asks_for_a_tool",
     "asks_for_each",
     "asks_for_several",
@@ -37,6 +41,7 @@ __all__ = [
     "names_a_file",
     "names_a_tool",
     "question_signals",
+    "siblings_of_now",
     "takes_a_path",
 ]
 
@@ -258,6 +263,70 @@ def names_a_tool(question: str, tools: Iterable[Any]) -> list[str]:
             ) or ("_" in name and identifier.search(folded)):
                 named.append(name)
     return named
+
+
+# the question asks about the present: "right now", "at the moment", "currently", "today",
+# "现在"; not "just now" (the recent past), not a sentence-opening "Now," (a next step)
+_NOW = re.compile(
+    r"\b(?:right\s+now|at\s+the\s+moment|at\s+present|currently|current|today|tonight"
+    r"|this\s+(?:moment|morning|afternoon|evening))\b"
+    r"|(?<!\bjust\s)(?<![.!?]\s)(?<!^)\bnow\b(?!,)"
+    r"|现在|目前|此刻|当前|今天|今日|眼下",
+    re.IGNORECASE,
+)
+# what a tool about the present is named: weather_forecast_current, get_current_weather,
+# latest_price, live_score
+_NOW_WORDS = frozenset({"current", "now", "live", "latest", "realtime", "today"})
+
+
+# ...and not about a period that reaches it: "from 10am to now", "since yesterday"
+_PERIOD = re.compile(
+    r"\b(?:yesterday|ago|last|past|since|until|till|previous|earlier|history|historical"
+    r"|between|from)\b|昨天|前天|过去|以来|历史|之间|从",
+    re.IGNORECASE,
+)
+
+
+def asks_about_now(question: str) -> bool:
+    """Whether the question asks about the present moment ("What's the weather in London
+    right now?", "Is it raining in Paris at the moment?", "北京现在天气怎么样？") and names
+    no period ("the readings from 10am to now", "since yesterday")."""
+    question = question.strip()
+    return bool(_NOW.search(question)) and not _PERIOD.search(question)
+
+
+def _name_words(name: str) -> list[str]:
+    return [w.lower() for w in re.split(r"[_.\-\s]+|(?<=[a-z])(?=[A-Z])", name) if w]
+
+
+def siblings_of_now(question: str, tools: Iterable[Any]) -> list[str]:
+    """The tools a question about the present passes over for a sibling about the present:
+    one whose name differs by a single word from a tool named with a word of the present
+    (``current``, ``now``, ``latest``, ``live``…): ``weather_forecast_forecast`` beside
+    ``weather_forecast_current``, ``get_weather_forecast`` beside ``get_current_weather``.
+    Only siblings are passed over: the present in "What time is it now?" lowers no tool but
+    those, and ``get_current_datetime``, with no sibling, is no more likely for it. Not when
+    the question writes the sibling's own word ("the forecast for today")."""
+    if not asks_about_now(question):
+        return []
+    said = set(re.findall(r"\w+", question.lower()))
+    names = [n for n in _tool_names(tools) if n]
+    words = {name: _name_words(name) for name in names}
+    passed_over = []
+    for name in names:
+        present = [w for w in words[name] if w in _NOW_WORDS]
+        if len(present) != 1:
+            continue
+        for other in names:
+            if other == name or other in passed_over or len(words[other]) != len(words[name]):
+                continue
+            extra = list(words[other])
+            for w in words[name]:
+                if w != present[0] and w in extra:
+                    extra.remove(w)
+            if len(extra) == 1 and extra[0] not in _NOW_WORDS and extra[0] not in said:
+                passed_over.append(other)
+    return passed_over
 
 
 def takes_a_path(tool: Any) -> bool:

@@ -66,6 +66,7 @@ from lokal.llm.signals import (
     names_a_tool,
     only_social,
     question_signals,
+    siblings_of_now,
 )
 from lokal.llm.staged.candidates import (
     FORMAT_WORDS,
@@ -859,6 +860,10 @@ class StagedEngine:
         # the first call
         part = focus if focus is not None else (self.clauses[0] if self.clauses else "")
         signalled |= set(names_a_tool(part, self.tools.values()))
+        # a question about the present passes over the siblings of a tool about the present
+        # ("What's the weather in London right now?": weather_forecast_forecast, whose
+        # description says more about weather, beside weather_forecast_current)
+        passed_over = set() if self.has_results else set(siblings_of_now(part, self.tools.values()))
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
             ranked = scored.get(name)
@@ -874,6 +879,7 @@ class StagedEngine:
                 + s.name_bm25_weight * bm25
                 + s.name_file_weight * file
                 - (0.0 if fillable else s.name_unfillable_weight)
+                - (s.name_file_weight if name in passed_over else 0.0)
             )
             out[name] = {
                 "lm": lm_score,
