@@ -35,6 +35,30 @@ def test_placeholders_from_the_answer_form_are_problems():
         assert "placeholder" in reply_problem(text, finish_reason="stop")
 
 
+def test_a_template_slot_left_unfilled_is_a_problem():
+    # development tasks m10 ("Thank you, that was helpful!") and weather: the answers
+    # "The weather forecast for the next 24 hours is {{weather_forecast_24}}." and "The
+    # weather in London is currently [day] at [location]" were trusted as the model's
+    for text in (
+        "The weather forecast for the next 24 hours is {{weather_forecast_24}}.",
+        "The weather in London is currently [day] at [location] with [days] available.",
+        "Your order ships on {{ ship_date }}.",
+    ):
+        assert "template's slot" in reply_problem(text, finish_reason="stop")
+    # brackets and braces that are no slot: a link, a number, a checkbox, code, [sic]
+    for text in (
+        "See [the docs](https://example.com) and [1].",
+        "Set [x] when done.",
+        "The list [a, b] is sorted.",
+        "He wrote [sic] it.",
+        "Use `{{ name }}` in a Jinja template.",
+        "```\nreturn items[index]\n```",
+        "x = items[index]",
+        'The JSON is {"a": 1}.',
+    ):
+        assert reply_problem(text, finish_reason="stop") is None, text
+
+
 def test_lokal_own_reminder_copied_back_is_a_problem():
     messages = [
         {"role": "user", "content": "Read notes.txt"},

@@ -18,11 +18,13 @@ from lokal.llm.signals import (
     asks_for_several,
     asks_for_writing,
     asks_which_file,
+    file_searches,
     fits_the_file,
     names_a_file,
     names_a_tool,
     only_social,
     question_signals,
+    searches_files,
     siblings_of_now,
     takes_a_path,
 )
@@ -77,6 +79,9 @@ def test_an_explicit_request_for_a_tool(question, asked):
         ("Search the workspace for files that mention the quarterly review.", True),
         ("Find the documents which talk about the outing.", True),
         ("In which file is the sales table described?", True),
+        # development task m07: the weather skill's tools were offered, not the search
+        ("Is there a file in the workspace that talks about the weather?", True),
+        ("Are there documents in my folder which mention the budget?", True),
         ("哪个文件提到了季度评审？", True),
         # development tasks z01, z04: "find the file that mentions ..."
         ("在工作区里找出提到团队出游的文件。", True),
@@ -483,3 +488,50 @@ def test_the_present_picks_the_current_tool_over_a_likelier_sibling():
         tools=tools,
     )
     assert plain["ai_message"]["tool_calls"][0]["name"] == "weather_forecast_forecast"
+
+
+def test_a_question_that_asks_which_file_is_for_the_tool_that_searches_files():
+    tools = tool_specs(basic_tools())
+    assert [t.name for t in tools if searches_files(t)] == ["local_file_search"]
+    weather = {
+        "name": "weather_forecast_current",
+        "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+    }
+    question = "Is there a file in the workspace that talks about the weather?"
+    assert file_searches(question, iter([*tools, weather])) == ["local_file_search"]
+    assert question_signals(question, [*tools, weather])["which_file"] is True
+    # a question that names its file reads it; one that does not ask which file searches
+    # nothing; without a search tool there is no signal
+    assert file_searches("Which file, notes.txt or todo.md, mentions the review?", tools) == []
+    assert file_searches("What is the weather in Paris?", tools) == []
+    assert question_signals(question, [weather])["which_file"] is False
+
+
+def test_stage_two_and_preselection_keep_the_file_search_for_a_which_file_question():
+    weather = {
+        "name": "weather_forecast_current",
+        "description": "The current weather of a city: condition, temperature and wind.",
+        "parameters": {
+            "type": "object",
+            "properties": {"location": {"type": "string"}},
+            "required": ["location"],
+        },
+    }
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "weather_forecast_current": -0.2,  # the model's likelier name
+        "local_file_search": -2.0,
+        '"weather"': 0.0,
+    }
+    profile = staged_profile(name_file_weight=2.0).with_tool_calling(preselect_k=1)
+    result = ask(
+        "Is there a file in the workspace that talks about the weather in London?",
+        ScriptedBackend(scorer=scorer(table)),
+        profile=profile,
+        tools=[*basic_tools(), weather],
+    )
+    assert "local_file_search" in result["selection"]["offered"]
+    call = result["ai_message"]["tool_calls"][0]
+    assert call == {**call, "name": "local_file_search", "args": {"query": "weather"}}

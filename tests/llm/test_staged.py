@@ -22,12 +22,15 @@ from lokal.llm.staged.candidates import (
     date_form,
     in_date_form,
     later_values,
+    mentioned_topic,
     named_switch,
     names_parameter,
     opening_part,
     sibling_values,
     singular_names,
+    stated_conditions,
     states_any,
+    takes_a_condition,
     text_numbers,
     text_spans,
     waiting_values,
@@ -153,6 +156,79 @@ def test_a_chinese_search_looks_for_the_topic_not_the_whole_request():
     result = ask(question, ScriptedBackend(scorer=scorer(table)))
     call = result["ai_message"]["tool_calls"][0]
     assert call["name"] == "local_file_search" and call["args"] == {"query": "团队出游"}
+
+
+@pytest.mark.parametrize(
+    ("question", "topic"),
+    [
+        (
+            "Find the file that mentions the quarterly review and tell me when it is.",
+            "quarterly review",
+        ),
+        ("Which files in the workspace mention widget?", "widget"),
+        ("Is there a file in the workspace that talks about the weather in London?", "weather"),
+        ('Find files containing the word "budget".', "budget"),
+        ("Search for documents that refer to Project X in the docs folder", "Project X"),
+        ("What is 2 + 2?", None),
+    ],
+)
+def test_what_a_file_is_asked_to_mention(question, topic):
+    assert mentioned_topic(question) == topic
+
+
+@pytest.mark.parametrize(
+    ("question", "conditions"),
+    [
+        ("Show the rows of data/sales.csv where the region is West.", ['region == "West"']),
+        ("List rows with units above 10.", ["units > 10"]),
+        ("rows whose price is at least 7.25", ["price >= 7.25"]),
+        ("the rows where product is not Widget", ['product != "Widget"']),
+        ("houses having a rating of at least 4", ["rating >= 4"]),
+        ("rows where region is North America", ['region == "North America"']),
+        # no comparison of a word, no "of" as a condition
+        ("Give me a list of synthetic locations.", []),
+        ("rows where units are above West", []),
+    ],
+)
+def test_conditions_stated_in_words(question, conditions):
+    assert stated_conditions(question) == conditions
+
+
+def test_a_filter_takes_the_condition_the_question_states():
+    # development task m06: "Show the rows of data/sales.csv where the region is West."
+    # passed filter="region", which the tool refused
+    assert takes_a_condition("filter", {}) and not takes_a_condition("where_to", {})
+    question = "Show the rows of data/sales.csv where the region is West."
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "table_analyzer": 0.0,
+        '"data/sales.csv"': 0.0,
+        '"filter"': 0.0,
+        '"region"': -0.5,
+        '"region == \\"West\\""': -6.0,
+    }
+    tools = [t for t in basic_tools() if t["function"]["name"] == "table_analyzer"]
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=tools)
+    args = result["ai_message"]["tool_calls"][0]["args"]
+    assert args["filter"] == 'region == "West"'
+
+
+def test_a_search_looks_for_what_the_file_is_asked_to_mention():
+    # development task m13: "Find the file that mentions the quarterly review and tell me
+    # what time it starts." searched for "time" (the likelier word) and found the intro
+    question = "Find the file that mentions the quarterly review and tell me what time it starts."
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "local_file_search": -0.5,
+        '"time"': -1.0,
+        '"review"': -1.2,
+        '"quarterly review"': -4.0,
+    }
+    result = ask(question, ScriptedBackend(scorer=scorer(table)))
+    call = result["ai_message"]["tool_calls"][0]
+    assert call["name"] == "local_file_search" and call["args"] == {"query": "quarterly review"}
 
 
 def test_argument_values_are_spans_of_the_question_chosen_by_likelihood():
@@ -1752,6 +1828,41 @@ def test_a_next_step_after_a_search_passes_the_repeated_search_over_to_the_reade
     result = generate_ai_message(staged_profile(), done, [reader, search], backend=backend)
     staged = result.to_dict()["attempts"][0]["staged"]
     assert "passed_over" not in staged and result.to_dict()["ai_message"]["tool_calls"] == []
+
+
+def test_a_skill_read_again_is_passed_over_for_the_skills_tool():
+    # development task weather: after read_skill, the same read scored first again and the
+    # decision answered with the skill's instructions ("Use this skill when ...")
+    forecast = {
+        "name": "weather_forecast_current",
+        "description": "The current weather of a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"location": {"type": "string"}},
+            "required": ["location"],
+        },
+    }
+    messages = after_call(
+        "What's the weather in London?",
+        "read_skill", {"skill_name": "weather-forecast"}, {"body": "Run the helper script."},
+    )  # fmt: skip
+    table = {
+        CALL_OPENING: 0.0,
+        ANSWER_OPENING: -9.0,
+        "read_skill": 0.0,
+        "weather_forecast_current": -3.0,
+        '"weather-forecast"': 0.0,
+        '"London"': 0.0,
+    }
+    # as lokal's read_skill: the installed skills' names are its parameter's enum
+    skill = json.loads(json.dumps(SKILL_TOOL))
+    skill["parameters"]["properties"]["skill_name"]["enum"] = ["weather-forecast"]
+    result, staged = decide_after(messages, [skill, forecast], table)
+    assert [c["name"] for c in staged["passed_over"]] == ["read_skill"]
+    calls = result["ai_message"]["tool_calls"]
+    assert [(c["name"], c["args"]) for c in calls] == [
+        ("weather_forecast_current", {"location": "London"})
+    ]
 
 
 def test_a_next_step_that_is_the_answer_passes_nothing_over():

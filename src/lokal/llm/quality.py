@@ -25,6 +25,13 @@ _PLACEHOLDER = re.compile(
     re.IGNORECASE,
 )
 _ANGLE_PLACEHOLDER = re.compile(r"<(?:your|the|tool|answer)[ _a-z]{0,30}>", re.IGNORECASE)
+# a template's slot left unfilled, outside code: "{{weather_forecast_24}}", "at [location]
+# with [days]" (one lower-case name in brackets after a space; not a link's "[text](url)",
+# a "[1]", an "[x]" or code's "items[index]")
+_TEMPLATE_SLOT = re.compile(
+    r"\{\{\s*[A-Za-z_][\w.]{0,40}\s*\}\}|(?<![^\s(])\[(?!sic\])[a-z_][a-z0-9_]{1,30}\](?![(\[:])"
+)
+_CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
 _SENTENCE = re.compile(r"[^.!?。！？\n]{30,}[.!?。！？]?")
 
 
@@ -123,7 +130,8 @@ def reply_problem(
     """Why a final answer cannot be used, or None.
 
     - cut off by the token limit or stopped in a loop;
-    - a placeholder (``<your answer>``, ``...``) instead of an answer;
+    - a placeholder (``<your answer>``, ``...``) instead of an answer, or a template's slot
+      left unfilled (``{{weather_forecast_24}}``, ``[location]``);
     - a sentence of lokal's own ``instructions`` (its prompt templates and reminders, not the
       user's words or the tool results) copied back.
     """
@@ -136,6 +144,12 @@ def reply_problem(
         return (
             "the reply is a placeholder from the instructions, not an answer; "
             "write the answer itself"
+        )
+    slot = _TEMPLATE_SLOT.search(_CODE.sub(" ", content))
+    if slot:
+        return (
+            f"the reply leaves a template's slot unfilled ({slot.group(0)!r}); "
+            "write the value itself, or say what is not known"
         )
     loop = text_loop(content)
     if loop is not None:

@@ -31,6 +31,7 @@ from lokal.llm.checks import AnswerContext, note_lines
 from lokal.llm.evidence import evidence
 from lokal.llm.prompts import build_prompt_messages, fit_messages
 from lokal.llm.select import Selection, default_selector
+from lokal.llm.signals import file_searches
 from lokal.llm.staged import can_score, does_arithmetic
 from lokal.llm.staged.candidates import refers_back
 from lokal.messages import call_key, current_turn, last_user_text, read_tool_result
@@ -335,6 +336,10 @@ def _preselect(
         # "read notes.txt ..., then add 7 to that number": the calculator stays on offer for
         # the computation after the read, however little the question looks like arithmetic
         always += [t.name for t in tools if does_arithmetic(t)]
+    if staged:
+        # "Is there a file in the workspace that talks about the weather?": the file search
+        # stays on offer, however much the topic looks like another tool's
+        always += file_searches(last_user_text(messages), tools)
     return default_selector().select(
         messages,
         tools,

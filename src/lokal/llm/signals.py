@@ -8,7 +8,10 @@ The model's opening margin and the question's similarity to the tools change wit
 - ``asked``: the question asks for a tool in so many words ("use a tool", "with the
   calculator tool", "调用工具"; not "what does calling a tool mean");
 - ``named``: the question names a tool on offer (``table_analyzer``, "table analyzer", or a
-  one-word name followed or preceded by "tool" / "function").
+  one-word name followed or preceded by "tool" / "function");
+- ``which_file``: the question asks which file holds something and names none, and a tool
+  on offer searches files (``file_searches``; such a tool also stays on offer through
+  preselection and is signalled in stage 2).
 
 Each is a plain function of the question's text and the tools' names and parameters. The
 staged engine adds ``signal_weight`` to its call margin when any of them holds
@@ -37,10 +40,12 @@ __all__ = [
     "asks_for_writing",
     "asks_how_many",
     "asks_which_file",
+    "file_searches",
     "fits_the_file",
     "names_a_file",
     "names_a_tool",
     "question_signals",
+    "searches_files",
     "siblings_of_now",
     "takes_a_path",
 ]
@@ -68,7 +73,8 @@ _WHICH_FILE = re.compile(
     r"\b(?:which|what|find|locate|name)\s+(?:the\s+|a\s+)?(?:\w+\s+)?(?:files?|documents?|paths?)\b"
     r"|\bwhere\s+(?:is|are)\b"
     # "files that mention the review", "search the workspace for the documents which ..."
-    r"|\b(?:files?|documents?)\s+(?:that|which|where)\s+(?:\w+\s+)?(?:mentions?|contains?|says?"
+    r"|\b(?:files?|documents?)\s+(?:(?:in|of|from|on)\s+(?:the\s+|my\s+|this\s+)?[\w-]+\s+)?"
+    r"(?:that|which|where)\s+(?:\w+\s+)?(?:mentions?|contains?|says?"
     r"|talks?|refers?|holds?|has|have|includes?|lists?|names?|discuss(?:es)?)\b"
     r"|\bin\s+which\s+(?:file|document)"
     r"|(?:哪个|哪些|什么)(?:文件|文档)"
@@ -329,6 +335,22 @@ def siblings_of_now(question: str, tools: Iterable[Any]) -> list[str]:
     return passed_over
 
 
+_SEARCH_WORD = re.compile(r"\b(?:search\w*|find\w*|grep|look(?:s|ing)?\s+for|locate\w*)\b", re.I)
+_FILE_WORD = re.compile(r"\b(?:files?|documents?|workspace|folders?|director(?:y|ies))\b", re.I)
+
+
+def searches_files(tool: Any) -> bool:
+    """Whether the tool searches files: its name or the first sentence of its description
+    says it searches (search, find, grep, look for) and for files (files, documents, the
+    workspace), and it takes a text to look for (``local_file_search``; not ``file_reader``,
+    which reads one)."""
+    name = re.sub(r"[_.\-]+", " ", _tool_names([tool])[0])
+    first = _description(tool).split(". ")[0]
+    text = f"{name} {first}"
+    strings = [spec for spec in _parameters(tool).values() if (spec or {}).get("type") == "string"]
+    return bool(_SEARCH_WORD.search(text) and _FILE_WORD.search(text) and strings)
+
+
 def takes_a_path(tool: Any) -> bool:
     """Whether the tool has a parameter named for a path or file (``path``, ``file_path``)."""
     return any(_PATH_PARAM.search(p) for p in _parameters(tool))
@@ -390,4 +412,15 @@ def question_signals(question: str, tools: Iterable[Any]) -> dict[str, bool]:
         "file": takes_path and bool(names_a_file(question)),
         "asked": asks_for_a_tool(question),
         "named": bool(names_a_tool(question, tools)),
+        "which_file": bool(file_searches(question, tools)),
     }
+
+
+def file_searches(question: str, tools: Iterable[Any]) -> list[str]:
+    """The tools that search files, when the question asks which file holds something and
+    names none ("Is there a file in the workspace that talks about the weather?"): no
+    memory knows what the user's files hold."""
+    if not asks_which_file(question) or names_a_file(question):
+        return []
+    tools = list(tools)
+    return [n for n, tool in zip(_tool_names(tools), tools, strict=True) if searches_files(tool)]

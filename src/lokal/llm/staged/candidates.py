@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import re
 from collections.abc import Iterable
 from datetime import date, timedelta
@@ -68,6 +69,7 @@ __all__ = [
     "later_values",
     "leaf_strings",
     "list_bound",
+    "mentioned_topic",
     "names_a_month",
     "names_the_tool",
     "names_the_tool_in",
@@ -79,9 +81,11 @@ __all__ = [
     "relative_dates",
     "scaled_numbers",
     "singular_names",
+    "stated_conditions",
     "stated_numbers",
     "stated_options",
     "states_any",
+    "takes_a_condition",
     "text_numbers",
     "text_spans",
     "unit_numbers",
@@ -1899,6 +1903,77 @@ def is_no_place(value: Any) -> bool:
 def wants_a_query(name: str) -> bool:
     """Whether a parameter takes the text to look for (``query``, ``keyword``, ``q``)."""
     return bool(_QUERY_PARAM.match(name))
+
+
+# what a file is asked after: "the file that mentions the quarterly review and ...",
+# "files that talk about the weather?", "a document containing the word 'budget'"
+_MENTIONED = re.compile(
+    r"\b(?:mentions?|mentioning|mentioned|contains?|containing|talks?\s+about|talking\s+about"
+    r"|refers?\s+to|referring\s+to|discuss(?:es|ing)?|is\s+about|are\s+about)\s+"
+    r"(?:the\s+(?:words?|phrase|term)\s+)?(?:the\s+|a\s+|an\s+)?"
+    r"[\"'“‘]?(?P<topic>[^\"'”’?.!,;:]+?)[\"'”’]?"
+    r"(?=\s+(?:and|then|so|to|in|inside|within|from)\b|\s*[?.!,;:]|\s*$)",
+    re.IGNORECASE,
+)
+
+
+# a condition on a column, stated in words: "where the region is West", "with units above
+# 10", "whose price is at least 5", "region equal to East"
+_COMPARISONS = (
+    (r"(?:is\s+|are\s+|of\s+)?(?:(?:greater|more|larger|higher|bigger)\s+than|above|over)", ">"),
+    (r"(?:is\s+|are\s+|of\s+)?(?:(?:less|fewer|smaller|lower)\s+than|below|under)", "<"),
+    (r"(?:is\s+|are\s+|of\s+)?(?:at\s+least|no\s+less\s+than)", ">="),
+    (r"(?:is\s+|are\s+|of\s+)?(?:at\s+most|no\s+more\s+than)", "<="),
+    (r"is\s+not|are\s+not|isn't|aren't|not\s+equal\s+to", "!="),
+    (r"is\s+equal\s+to|equal\s+to|equals?|is|are|==|=", "=="),
+)
+_CONDITION = re.compile(
+    r"\b(?:where|with|whose|when|for\s+which|that\s+have|having|if)\s+"
+    r"(?:the\s+|a\s+|an\s+|its\s+)?(?P<column>[A-Za-z_]\w*)\s+(?P<op>{ops})\s+"
+    r"(?:the\s+|a\s+|an\s+)?[\"'“‘]?(?P<value>-?\d+(?:\.\d+)?(?![\w.]\w)"
+    r"|[A-Za-z][\w-]*(?:\s+(?-i:[A-Z])[\w-]*)*)[\"'”’]?".format(
+        ops="|".join(f"(?:{pattern})" for pattern, _ in _COMPARISONS)
+    ),
+    re.IGNORECASE,
+)
+_CONDITION_PARAM = re.compile(
+    r"^(?:filters?|where|where_clause|conditions?|predicate|filter_expr(?:ession)?)$", re.I
+)
+
+
+def takes_a_condition(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes a condition on a column: named for one (``filter``,
+    ``where``, ``condition``) or described with a comparison written out (``==``)."""
+    return bool(_CONDITION_PARAM.match(name)) or "==" in str(spec.get("description") or "")
+
+
+def stated_conditions(question: str) -> list[str]:
+    """The conditions the question states in words, written ``column op value`` as a
+    filter parameter takes them: "Show the rows where the region is West" →
+    ``region == "West"``, "rows with units above 10" → ``units > 10``."""
+    out = []
+    for match in _CONDITION.finditer(question):
+        said = match.group("op")
+        op = next(o for pattern, o in _COMPARISONS if re.fullmatch(pattern, said, re.I))
+        value = match.group("value")
+        number = re.fullmatch(r"-?\d+(?:\.\d+)?", value) is not None
+        if not number and op not in ("==", "!="):
+            continue  # "above West" compares nothing
+        written = value if number else json.dumps(value, ensure_ascii=False)
+        condition = f"{match.group('column')} {op} {written}"
+        if condition not in out:
+            out.append(condition)
+    return out
+
+
+def mentioned_topic(question: str) -> str | None:
+    """What the question asks a file to mention ("Find the file that mentions the quarterly
+    review and tell me what time it starts": "quarterly review"), at most six words."""
+    match = _MENTIONED.search(question)
+    if match is None:
+        return None
+    topic = match.group("topic").strip()
+    return topic if topic and len(topic.split()) <= 6 else None
 
 
 def is_a_topic(value: str, tool_words: set[str]) -> bool:

@@ -61,6 +61,7 @@ from lokal.llm.signals import (
     asks_a_next_step,
     asks_a_tool_step,
     asks_for_writing,
+    file_searches,
     fits_the_file,
     names_a_file,
     names_a_tool,
@@ -100,6 +101,7 @@ from lokal.llm.staged.candidates import (
     leaf_strings,
     list_bound,
     list_candidates,
+    mentioned_topic,
     named_switch,
     names_a_month,
     names_parameter,
@@ -114,11 +116,13 @@ from lokal.llm.staged.candidates import (
     scaled_away,
     sibling_values,
     singular_names,
+    stated_conditions,
     stated_numbers,
     stated_options,
     stated_units,
     states_any,
     taken_number,
+    takes_a_condition,
     text_numbers,
     text_spans,
     value_kinds,
@@ -188,6 +192,11 @@ _HOW_MUCH = re.compile(r"\bhow\s+(?:many|much)\b|\bin\s+total\b|\baltogether\b|å
 _JOINED_NUMBERS = re.compile(r"\d+(?:-\d+)+$")
 # a tool whose result is a procedure to follow, not an answer ("Read a skill's instructions")
 _INSTRUCTIONS = re.compile(r"\binstructions?\b", re.IGNORECASE)
+
+
+# tools whose result is how to do the task, never its answer: a skill's instructions
+# (lokal.skills.agent_skills); read once, the next call is another tool's
+INSTRUCTION_TOOLS = frozenset({"read_skill"})
 
 
 def _computes(tool: ToolSpec) -> bool:
@@ -748,11 +757,12 @@ class StagedEngine:
         """Whether, the first call of this reply having repeated a done call of ``name``,
         another tool is tried: the question asks for a tool's step after another ("...,
         then read the file you find": ``asks_a_tool_step``; "..., then tell me what it
-        says" asks for the answer), this is the first tool passed over, and another tool
-        can be filled from the question and the results."""
+        says" asks for the answer) or the repeated call read a skill's instructions (the
+        skill's own tools come after: ``INSTRUCTION_TOOLS``), this is the first tool passed
+        over, and another tool can be filled from the question and the results."""
         return (
             not passed_over
-            and asks_a_tool_step(self.question)
+            and (name in INSTRUCTION_TOOLS or asks_a_tool_step(self.question))
             and any(n != name and self.fillable(n) for n in self.order)
         )
 
@@ -860,10 +870,15 @@ class StagedEngine:
         # the first call
         part = focus if focus is not None else (self.clauses[0] if self.clauses else "")
         signalled |= set(names_a_tool(part, self.tools.values()))
+        # "Is there a file in the workspace that talks about the weather?" is for the tool
+        # that searches files, not the weather skill's
+        if not self.has_results:
+            signalled |= set(file_searches(part or self.question, self.tools.values()))
         # a question about the present passes over the siblings of a tool about the present
         # ("What's the weather in London right now?": weather_forecast_forecast, whose
-        # description says more about weather, beside weather_forecast_current)
-        passed_over = set() if self.has_results else set(siblings_of_now(part, self.tools.values()))
+        # description says more about weather, beside weather_forecast_current), before
+        # results and after them (the skill read first, the call still to make)
+        passed_over = set(siblings_of_now(part or self.question, self.tools.values()))
         out = {}
         for name, lm_score in zip(names, lm, strict=True):
             ranked = scored.get(name)
@@ -1101,6 +1116,10 @@ class StagedEngine:
                 # "Safeway" is no location for safeway.order (candidates.not_the_tool)
                 values = not_the_tool(values, tool.name, self._param_name)
             values += [h for s in sources for h in compound_heads(s) if h not in values]
+            if takes_a_condition(self._param_name, spec):
+                # "the rows where the region is West": region == "West", first
+                stated = stated_conditions(self.question)
+                values = [*stated, *(v for v in values if v not in stated)]
             if expression:
                 # "2.5 times 40" offered as "2.5 * 40" too (lokal.llm.staged.candidates)
                 values += [f for s in sources for f in formula_candidates(s) if f not in values]
@@ -1264,6 +1283,12 @@ class StagedEngine:
                 topics.insert(0, " ".join(topics))
             if topics:
                 values = [*topics, *(v for v in values if v not in topics and not is_chinese(v))]
+            # what the file is asked to mention: "Find the file that mentions the quarterly
+            # review and tell me what time it starts" looks for "quarterly review", not for
+            # "time" (the model's likelier word)
+            topic = mentioned_topic(self.question)
+            if topic and is_a_topic(topic, said) and not topics:
+                values = [topic, *(v for v in values if v != topic)]
         if expression and any(isinstance(v, str) and is_expression(v) for v in values):
             # an expression parameter takes whole expressions when the question states one:
             # "2.5" is a number of "2.5 * 40", not the calculation asked for
@@ -1351,6 +1376,11 @@ class StagedEngine:
             }
             if column is not None:
                 cues.add(json.dumps(column).casefold())
+            if takes_a_condition(self._param_name, spec):  # stated in words, as an option
+                cues |= {json.dumps(c).casefold() for c in stated_conditions(self.question)}
+            topic = mentioned_topic(self.question) if wants_a_query(self._param_name) else None
+            if topic:  # what a file is asked to mention, as a stated option
+                cues.add(json.dumps(topic, ensure_ascii=False).casefold())
             for i, text in enumerate(texts):
                 if text in cues or text.casefold() in cues:
                     adjusted[i] += CUE_BONUS
