@@ -332,6 +332,15 @@ def restated(text: str, *, min_words: int = 2) -> tuple[str, list[str]]:
         ):
             dropped.append(piece.strip())
             continue
+        if (
+            numbers
+            and len(words) <= 1
+            and any(numbers <= seen_numbers for _, seen_numbers in earlier)
+        ):
+            # a number said again with one word around it: "The result of the calculator is
+            # 84. The answer is 84. The calculator is 84." (development task m04)
+            dropped.append(piece.strip())
+            continue
         if words:
             earlier.append((words, numbers))
         kept.append(piece)
@@ -871,7 +880,20 @@ def _check_stutter(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     )
 
 
+# a number glued to the next one's digits: "15 + 27 = 42.0000000000000015 + 27 = 42."
+# (development task m11)
+_GLUED_NUMBER = re.compile(r"\d+\.\d*?0{8,}[1-9]\d*")
+
+
 def _check_glued(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    for token in _GLUED_NUMBER.findall(text):
+        if not any(token in source for source in [ctx.question, *ctx.sources]):
+            # a result that is such a float itself (0.30000000000000004) is the context's
+            return text, Finding(
+                "glued_words",
+                "retry",
+                f"{token!r} runs a number into the digits of the next; write each number once",
+            )
     context_words = set(_WORD.findall(" ".join([ctx.question, *ctx.sources]).casefold()))
     token = glued_words(text, context_words | set(ctx.extra_words))
     if token is None:
