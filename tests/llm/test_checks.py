@@ -387,6 +387,37 @@ def test_numbers_run_together_are_glued():
     assert glued_words("Server 192.168.100.200 runs v1.2.3, pi is 3.14159265358979.") is None
 
 
+def test_a_number_glued_to_the_next_ones_digits_is_retried_unless_a_result_holds_it():
+    # development task m11: "帮我算一下 15 加 27。" answered "15 + 27 = 42.0000000000000015 +
+    # 27 = 42." after result: 42
+    ctx = AnswerContext(question="帮我算一下 15 加 27。", sources=['{"result": 42}'])
+    _, findings = check_answer("15 + 27 = 42.0000000000000015 + 27 = 42.", ctx)
+    assert actions(findings) == [("glued_words", "retry")]
+    # d22: "How many days are in a week?" answered with a clock time run on
+    week = AnswerContext(question="How many days are in a week?")
+    _, findings = check_answer("2022-01-01 23:59:56.9888888888888899", week)
+    assert actions(findings) == [("glued_words", "retry")]
+    assert check_answer("Two thirds is 0.6666666666666666.", week)[1] == []  # no other digit
+    # a float the calculator returned is its own: 0.1 + 0.2
+    floats = AnswerContext(
+        question="What is 0.1 + 0.2?", sources=['{"result": 0.30000000000000004}']
+    )
+    assert check_answer("0.1 + 0.2 is 0.30000000000000004.", floats)[1] == []
+
+
+def test_a_number_said_again_with_one_word_is_trimmed():
+    # development task m04: the answer said 84 three times
+    ctx = AnswerContext(question="If a box holds 6 eggs, how many eggs are in 14 boxes?")
+    text, findings = check_answer(
+        "The result of the calculator is 84. The answer is 84. The calculator is 84.", ctx
+    )
+    assert text == "The result of the calculator is 84."
+    assert actions(findings) == [("restated", "trimmed")]
+    # a sentence with a new number, or with more to say, stays
+    kept = "The week has 7 days. Monday is day 1. The weekend has 2 days of rest, after day 5."
+    assert check_answer(kept, ctx)[0] == kept
+
+
 def test_chinese_in_the_answer_to_an_english_question_is_retried():
     # the Chinese first line of docs/agent_intro.txt, rewritten, before the English lead
     text = (

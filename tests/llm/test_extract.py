@@ -313,3 +313,39 @@ def test_a_search_that_found_nothing_says_so():
     some = {**HITS, "skipped": []}
     texts = [p.text for p in result_passages(search_turn("Which file?", some))]
     assert "skipped: none" not in texts
+
+
+SUMMARY = {
+    "path": "data/sales.csv",
+    "operation": "summary",
+    "rows": 20,
+    "columns": ["region", "product", "units", "price"],
+    "dtypes": {"region": "str", "product": "str", "units": "int64", "price": "float64"},
+    "describe": [
+        {"column": "units", "count": 20.0, "mean": 10.45, "max": 21.0},
+        {"column": "price", "count": 20.0, "mean": 6.4125, "max": 10.0},
+    ],
+}
+
+
+def test_a_statistic_asked_in_words_is_answered_by_its_field_not_by_the_questions_word():
+    # development task d17: "What is the average price in data/sales.csv?" extracted
+    # "columns: price" from the table's summary (the question's own word given back), then
+    # "price: float64"; the record with the price's mean answers it
+    call = {"id": "call_001", "name": "table_analyzer", "args": {"path": "data/sales.csv"}}
+    result = {"status": "success", "output": SUMMARY, "error": None}
+    messages = [
+        {"role": "user", "content": "What is the average price in data/sales.csv?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_001", "name": "table_analyzer",
+         "content": json.dumps(result), "status": "success"},
+    ]  # fmt: skip
+    passages = result_passages(messages)
+    assert "columns: price" in {p.text for p in passages}
+    kept = [p.text for p in answerable(messages[0]["content"], passages)]
+    assert kept and all("mean: 6.4125" in text for text in kept)
+    assert "6.4125" in extract_answer(messages).passage.text
+    # a field whose value is the question's word says nothing; without a statistic asked,
+    # the other passages stay
+    other = [p.text for p in answerable("Which columns mention price?", passages)]
+    assert "columns: price" not in other and "price: float64" in other

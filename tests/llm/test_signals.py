@@ -535,3 +535,28 @@ def test_stage_two_and_preselection_keep_the_file_search_for_a_which_file_questi
     assert "local_file_search" in result["selection"]["offered"]
     call = result["ai_message"]["tool_calls"][0]
     assert call == {**call, "name": "local_file_search", "args": {"query": "weather"}}
+
+
+@pytest.mark.parametrize(
+    "message", ["Thank you, that was helpful!", "Thanks, that was really useful.", "Good morning!"]
+)
+def test_a_message_that_only_thanks_is_answered_without_the_tools_in_the_prompt(message):
+    # development task m10: "Thank you, that was helpful!" was answered from the system
+    # prompt's skill catalog ("The weather in Beijing, Shanghai, ... is {{weather_data}}")
+    assert only_social(message)
+    backend = ScriptedBackend(
+        ['{"content": "You are welcome!"}'],
+        scorer=scorer({CALL_OPENING: -5.0, ANSWER_OPENING: 0.0}),
+    )
+    result = ask(message, backend)
+    assert result["ai_message"]["content"] == "You are welcome!"
+    assert result["attempts"][0]["staged"]["social_prompt"] is True
+    seen = backend.requests[0].messages
+    assert seen[-1] == {"role": "user", "content": message}
+    assert not any("Tools:" in str(m["content"]) for m in seen)
+    # a request after the thanks is no social message: the decision's own prompt
+    other = ScriptedBackend(
+        ['{"content": "4"}'], scorer=scorer({CALL_OPENING: -5.0, ANSWER_OPENING: 0.0})
+    )
+    ask(f"{message} Now, what is 2 + 2?", other)
+    assert any("Tools:" in str(m["content"]) for m in other.requests[0].messages)

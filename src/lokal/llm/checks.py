@@ -880,13 +880,14 @@ def _check_stutter(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     )
 
 
-# a number glued to the next one's digits: "15 + 27 = 42.0000000000000015 + 27 = 42."
-# (development task m11)
-_GLUED_NUMBER = re.compile(r"\d+\.\d*?0{8,}[1-9]\d*")
+# a number glued to the next one's digits, or run on: "15 + 27 = 42.0000000000000015 + 27 =
+# 42." (development task m11), "23:59:56.9888888888888899" (d22): a digit eight times or
+# more after the point, then another digit
+_GLUED_NUMBER = re.compile(r"\d+\.\d*?(\d)\1{7,}(?!\1)\d+")
 
 
 def _check_glued(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
-    for token in _GLUED_NUMBER.findall(text):
+    for token in (m.group(0) for m in _GLUED_NUMBER.finditer(text)):
         if not any(token in source for source in [ctx.question, *ctx.sources]):
             # a result that is such a float itself (0.30000000000000004) is the context's
             return text, Finding(

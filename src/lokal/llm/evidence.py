@@ -318,6 +318,26 @@ def _field_words(passage: str) -> set[str]:
     return {w.rstrip("s") for w in re.findall(r"[^\W\d_]+", key.lower())}
 
 
+# the statistics a table summary names by field (pandas' describe), and how questions ask
+_STATISTICS = {
+    "mean": re.compile(r"\b(?:average|mean)\b|平均", re.IGNORECASE),
+    "50%": re.compile(r"\bmedian\b|中位数", re.IGNORECASE),
+    "std": re.compile(r"\bstandard\s+deviation\b|标准差", re.IGNORECASE),
+}
+_ONE_FIELD = re.compile(r"\s*[^\W\d][\w .-]{0,40}:\s*(?P<value>[^:,;\n]+?)\s*")
+
+
+def _restates(text: str, question: str) -> bool:
+    """Whether ``text`` is one ``key: value`` field whose value only repeats words of the
+    question ("columns: price" for a question about the price)."""
+    match = _ONE_FIELD.fullmatch(text)
+    if match is None:
+        return False
+    value = set(re.findall(r"[^\W_]+", match.group("value").casefold()))
+    said = set(re.findall(r"[^\W_]+", question.casefold()))
+    return bool(value) and value <= said
+
+
 def answerable(question: str, passages: Sequence[Passage]) -> list[Passage]:
     """The passages that can answer ``question``, for the evidence shown and the extracted
     answer alike (each rule gives way when it would leave nothing)."""
@@ -339,6 +359,20 @@ def answerable(question: str, passages: Sequence[Passage]) -> list[Passage]:
         for p in passages
         if not p.bookkeeping or (asks_how_many(question) and _field_words(p.text) & asked)
     ] or passages
+    # "columns: price" for "What is the average price in data/sales.csv?" gives back the
+    # question's own word; the record with the mean says something (development task d17)
+    passages = [p for p in passages if not _restates(p.text, question)] or passages
+    # a statistic the question asks for in words ("the average price") is answered by a
+    # passage with that field ("mean: 6.4125") beside another word of the question
+    for key, asked_for in _STATISTICS.items():
+        if asked_for.search(question):
+            said = set(re.findall(r"[^\W_]+", asked_for.sub(" ", question).casefold()))
+            passages = [
+                p
+                for p in passages
+                if re.search(rf"(?:^|[\s,;{{]){re.escape(key)}\s*:", p.text)
+                and said & set(re.findall(r"[^\W_]+", p.text.casefold()))
+            ] or passages
     # "units per region" is answered by every region's total, not by one of them, and
     # "the three rows with the most units" by the three rows; other questions by one
     # record, not the whole list

@@ -213,7 +213,9 @@ CORRECTIVE = "Your previous reply could not be used: {error}. {how}"
 def instruction_texts() -> list[str]:
     """Every text lokal itself writes into prompts (templates, reminders, notes): a reply
     that copies one of their sentences is not an answer (``lokal.llm.quality``)."""
-    texts = [load_template(name) for name in ("final", "plan", "prompt_json", "step", "staged")]
+    texts = [
+        load_template(name) for name in ("final", "plan", "prompt_json", "step", "staged", "social")
+    ]
     texts += [
         tool_result_reminder([{"role": "tool", "name": "x", "content": ""}] * 2),
         STAGED_PLAN_NOTE,

@@ -387,7 +387,8 @@ _SOCIAL = re.compile(
     re.IGNORECASE,
 )
 _SOCIAL_REST = re.compile(
-    r"^[\W\s]*(?:(?:that'?s|that\s+is|it'?s|this\s+is)\s+(?:all|it|great|perfect|helpful)"
+    r"^[\W\s]*(?:(?:that'?s|that\s+(?:is|was)|it'?s|it\s+was|this\s+(?:is|was))\s+"
+    r"(?:(?:very|really|so|super)\s+)?(?:all|it|great|perfect|helpful|useful|nice|awesome)"
     r"(?:\s+i\s+(?:needed|wanted))?|(?:for|with)\s+(?:(?:your|the)\s+)?help|again|everyone"
     r"|there|(?:你|您)?的?帮助|你|您|大家)?[\W\s]*$",
     re.IGNORECASE,

@@ -55,6 +55,7 @@ from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
 from lokal.llm.currencies import currency_codes, wants_currency
 from lokal.llm.places import asks_city_state, city_state_forms, names_a_place
+from lokal.llm.prompts import load_template
 from lokal.llm.select import Selection, default_selector, name_words
 from lokal.llm.signals import (
     asks_a_definition,
@@ -1076,7 +1077,26 @@ class StagedEngine:
     def answer(self) -> Completion:
         budget = self.request.settings.max_new_tokens
         schema = grammar.reply_schema([], settings=self.settings, max_new_tokens=budget)
-        return self._generate("", schema, budget)
+        if self.has_results or not only_social(self.question):
+            return self._generate("", schema, budget)
+        # a message that only thanks or greets is answered from itself: the tools and
+        # skills of the system prompt are nothing to reply to ("Thank you, that was
+        # helpful!" was answered with the weather skill's description, development task m10)
+        request = self.request
+        self.request = replace(
+            request,
+            messages=[
+                {"role": "system", "content": load_template("social").strip()},
+                {"role": "user", "content": "Thanks a lot!"},  # one turn shows the reply's kind
+                {"role": "assistant", "content": '{"content": "You\'re welcome, glad to help!"}'},
+                {"role": "user", "content": self.question},
+            ],
+        )
+        self.trace["social_prompt"] = True
+        try:
+            return self._generate("", schema, budget)
+        finally:
+            self.request = request
 
     # -- stage 3: arguments ------------------------------------------------------------
 
