@@ -332,14 +332,12 @@ def test_a_statistic_asked_in_words_is_answered_by_its_field_not_by_the_question
     # development task d17: "What is the average price in data/sales.csv?" extracted
     # "columns: price" from the table's summary (the question's own word given back), then
     # "price: float64"; the record with the price's mean answers it
-    call = {"id": "call_001", "name": "table_analyzer", "args": {"path": "data/sales.csv"}}
-    result = {"status": "success", "output": SUMMARY, "error": None}
-    messages = [
-        {"role": "user", "content": "What is the average price in data/sales.csv?"},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_001", "name": "table_analyzer",
-         "content": json.dumps(result), "status": "success"},
-    ]  # fmt: skip
+    messages = tool_turn(
+        "What is the average price in data/sales.csv?",
+        "table_analyzer",
+        {"path": "data/sales.csv"},
+        SUMMARY,
+    )
     passages = result_passages(messages)
     assert "columns: price" in {p.text for p in passages}
     kept = [p.text for p in answerable(messages[0]["content"], passages)]

@@ -4,7 +4,7 @@ adds ``signal_weight`` to its call margin, so paraphrases that differ in the mod
 decide the same way when a signal holds."""
 
 import pytest
-from test_staged import ask, scorer, staged_profile
+from test_staged import ask, city_tool, scorer, staged_profile
 
 from helpers import basic_tools
 from lokal.bench.pairs import first_decision, pair_agreement
@@ -451,19 +451,8 @@ def test_only_a_sibling_is_passed_over():
 def test_the_present_picks_the_current_tool_over_a_likelier_sibling():
     tools = tool_specs(
         [
-            {
-                "name": name,
-                "description": f"The {kind} weather of a city.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"location": {"type": "string"}},
-                    "required": ["location"],
-                },
-            }
-            for name, kind in (
-                ("weather_forecast_current", "current"),
-                ("weather_forecast_forecast", "coming days' forecast"),
-            )
+            city_tool("weather_forecast_current", "The current weather of a city."),
+            city_tool("weather_forecast_forecast", "The coming days' forecast weather of a city."),
         ]
     )
     table = {
@@ -501,15 +490,10 @@ def test_a_question_that_asks_which_file_is_for_the_tool_that_searches_files():
 
 
 def test_stage_two_and_preselection_keep_the_file_search_for_a_which_file_question():
-    weather = {
-        "name": "weather_forecast_current",
-        "description": "The current weather of a city: condition, temperature and wind.",
-        "parameters": {
-            "type": "object",
-            "properties": {"location": {"type": "string"}},
-            "required": ["location"],
-        },
-    }
+    weather = city_tool(
+        "weather_forecast_current",
+        "The current weather of a city: condition, temperature and wind.",
+    )
     table = {
         CALL_OPENING: 0.0,
         ANSWER_OPENING: -9.0,

@@ -1830,18 +1830,23 @@ def test_a_next_step_after_a_search_passes_the_repeated_search_over_to_the_reade
     assert "passed_over" not in staged and result.to_dict()["ai_message"]["tool_calls"] == []
 
 
-def test_a_skill_read_again_is_passed_over_for_the_skills_tool():
-    # development task weather: after read_skill, the same read scored first again and the
-    # decision answered with the skill's instructions ("Use this skill when ...")
-    forecast = {
-        "name": "weather_forecast_current",
-        "description": "The current weather of a city.",
+def city_tool(name, description):
+    """A tool that takes a city (``location``, required): the weather skill's kind."""
+    return {
+        "name": name,
+        "description": description,
         "parameters": {
             "type": "object",
             "properties": {"location": {"type": "string"}},
             "required": ["location"],
         },
     }
+
+
+def test_a_skill_read_again_is_passed_over_for_the_skills_tool():
+    # development task weather: after read_skill, the same read scored first again and the
+    # decision answered with the skill's instructions ("Use this skill when ...")
+    forecast = city_tool("weather_forecast_current", "The current weather of a city.")
     messages = after_call(
         "What's the weather in London?",
         "read_skill", {"skill_name": "weather-forecast"}, {"body": "Run the helper script."},

@@ -645,8 +645,15 @@ class StagedEngine:
         return scores
 
     def _generate(
-        self, prefix: str, schema: dict[str, Any], max_tokens: int, suffix: str = ""
+        self,
+        prefix: str,
+        schema: dict[str, Any],
+        max_tokens: int,
+        suffix: str = "",
+        messages: list[dict[str, Any]] | None = None,
     ) -> Completion:
+        """A generation after ``prefix`` under ``schema``, from the decision's prompt (or
+        from ``messages`` instead)."""
         self._check_time()
         limit = min(self.request.settings.max_new_tokens, max_tokens)
         shortened = False
@@ -662,6 +669,7 @@ class StagedEngine:
             completion = self.backend.generate(
                 replace(
                     self.request,
+                    messages=self.request.messages if messages is None else messages,
                     prefix=prefix,
                     response_schema=schema,
                     response_suffix=suffix,
@@ -1082,21 +1090,14 @@ class StagedEngine:
         # a message that only thanks or greets is answered from itself: the tools and
         # skills of the system prompt are nothing to reply to ("Thank you, that was
         # helpful!" was answered with the weather skill's description, development task m10)
-        request = self.request
-        self.request = replace(
-            request,
-            messages=[
-                {"role": "system", "content": load_template("social").strip()},
-                {"role": "user", "content": "Thanks a lot!"},  # one turn shows the reply's kind
-                {"role": "assistant", "content": '{"content": "You\'re welcome, glad to help!"}'},
-                {"role": "user", "content": self.question},
-            ],
-        )
         self.trace["social_prompt"] = True
-        try:
-            return self._generate("", schema, budget)
-        finally:
-            self.request = request
+        social = [
+            {"role": "system", "content": load_template("social").strip()},
+            {"role": "user", "content": "Thanks a lot!"},  # one turn shows the reply's kind
+            {"role": "assistant", "content": '{"content": "You\'re welcome, glad to help!"}'},
+            {"role": "user", "content": self.question},
+        ]
+        return self._generate("", schema, budget, messages=social)
 
     # -- stage 3: arguments ------------------------------------------------------------
 
