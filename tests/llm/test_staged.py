@@ -774,6 +774,38 @@ def test_a_call_needs_a_stated_number_for_each_number_it_takes():
     assert call["args"]["bedrooms"] == 2 and call["args"]["bathrooms"] == 2
 
 
+def two_numbers(name: str, description: str) -> dict:
+    number = {"type": "number"}
+    return {
+        "name": name,
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {"number1": number, "number2": number},
+            "required": ["number1", "number2"],
+        },
+    }
+
+
+def test_a_tool_that_does_the_opposite_of_the_request_is_not_called():
+    # BFCL live_irrelevance (development split): "multiply 8.5 and 3.2" called
+    # calculate_sum, which has the two numbers and does not multiply
+    question = "Could you tell me what the result is if I multiply 8.5 and 3.2 together?"
+    for name, called in (("calculate_sum", False), ("multiply_numbers", True)):
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, name: 0.0, "8.5": -0.1, "3.2": -0.2}
+        backend = ScriptedBackend(['{"content": "27.2"}'], scorer=scorer(table))
+        tool = two_numbers(name, "Calculates the result of two numbers.")
+        result = ask(question, backend, tools=[tool])
+        stage = result["attempts"][0]["staged"]
+        assert stage["answer_or_call"]["margin"] > 0  # stage 1 wanted the call
+        if called:
+            assert result["ai_message"]["tool_calls"][0]["name"] == name
+            assert "no_fillable_tool" not in stage
+        else:
+            assert result["ai_message"]["tool_calls"] == []
+            assert stage["no_fillable_tool"] is True
+
+
 WEATHER = {
     "name": "get_current_weather",
     "description": "Get the current weather in a given location.",

@@ -53,6 +53,7 @@ from lokal.errors import BackendDeadline
 from lokal.glosses import chinese_topic
 from lokal.llm import grammar
 from lokal.llm.backends import Backend, Completion, GenerationRequest
+from lokal.llm.contrasts import contradiction
 from lokal.llm.currencies import currency_codes, wants_currency
 from lokal.llm.places import asks_city_state, city_state_forms, names_a_place
 from lokal.llm.prompts import load_template
@@ -923,7 +924,9 @@ class StagedEngine:
         a number there ("What type of personality am I?" gives no answers to score), and
         several such numbers as many stated numbers; an expression a number in the question
         (or, after results, the follow-up computation it asks for); a place (``city``,
-        ``location``) a name that can be one (``places.names_a_place``)."""
+        ``location``) a name that can be one (``places.names_a_place``). A tool that does
+        the opposite of what the question asks ("log out" beside ``login``:
+        ``contrasts.contradiction``) can be filled with nothing."""
         if name not in self._fillable:
             self._fillable[name] = self._can_fill(name)
         return self._fillable[name]
@@ -932,6 +935,9 @@ class StagedEngine:
         tool = self.tools.get(name)
         if tool is None:
             return True
+        if contradiction(self.question, tool):
+            # "multiply 8.5 and 3.2" beside calculate_sum: no value makes it what was asked
+            return False
         if not self.results and _computes(tool) and refers_back(self.question):
             # "then multiply that number by 3": the number comes from a result not in yet
             return False
