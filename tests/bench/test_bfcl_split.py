@@ -110,3 +110,21 @@ def test_lokal_bfcl_reports_the_evaluation_split_by_default(tmp_path):
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["position"] for r in rows] == [1, 2]
     assert json.loads((out / "scores.json").read_text())["split"] == "eval"
+
+
+def test_ids_run_only_the_named_questions_of_the_split(tmp_path):
+    # the questions a change can move, run before and after it
+    jobs = plan_jobs(["irrelevance"], ["staged"], None, split="dev", ids={"irrelevance_10"})
+    assert [e["id"] for *_, e in jobs] == ["irrelevance_10"]
+    # a question of the other split is not run: named, it is an error before any model
+    from lokal.cli import main
+
+    argv = ["bfcl", "--model_config", str(REPO / "configs" / "model.yaml"), "--profile", "mock"]
+    argv += ["--categories", "irrelevance", "--pipelines", "staged", "--split", "dev"]
+    argv += ["--outdir", str(tmp_path)]
+    assert main([*argv, "--ids", "irrelevance_10,irrelevance_11"]) == 2
+    assert not (tmp_path / "results.jsonl").exists()
+    assert main([*argv, "--ids", "irrelevance_10"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["irrelevance_10"]
+    assert json.loads((tmp_path / "scores.json").read_text())["ids"] == ["irrelevance_10"]

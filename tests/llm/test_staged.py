@@ -804,6 +804,14 @@ def test_a_tool_that_does_the_opposite_of_the_request_is_not_called():
         else:
             assert result["ai_message"]["tool_calls"] == []
             assert stage["no_fillable_tool"] is True
+    # a request of two parts: the first may be the sum's, whatever the second asks (BFCL's
+    # "the area under the curve ..., and find the derivative at x=3" beside an integral)
+    question = "Total up 8.5 and 3.2, then multiply 2 by 4."
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculate_sum": 0.0}
+    tool = two_numbers("calculate_sum", "Calculates the sum of two numbers.")
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[tool])
+    assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+    assert result["ai_message"]["tool_calls"][0]["name"] == "calculate_sum"
 
 
 WEATHER = {

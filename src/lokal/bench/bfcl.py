@@ -209,6 +209,7 @@ def run_bfcl(
     resume: bool = False,
     split: str = "all",
     sample: int | None = EVAL_SAMPLE,
+    ids: set[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (pipeline, category, case), in that order whatever ``concurrency`` is.
 
@@ -217,7 +218,7 @@ def run_bfcl(
     and runs only the missing questions (rows of other categories or pipelines stay in the
     file: resuming with fewer categories loses nothing).
     """
-    jobs = plan_jobs(categories, pipelines, limit, split=split, sample=sample)
+    jobs = plan_jobs(categories, pipelines, limit, split=split, sample=sample, ids=ids)
     template = bfcl_system_prompt() if "bfcl-prompt" in pipelines else ""
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
     if results_path is not None:
@@ -284,9 +285,12 @@ def plan_jobs(
     *,
     split: str = "all",
     sample: int | None = EVAL_SAMPLE,
+    ids: set[str] | None = None,
 ) -> list[tuple[str, str, dict[str, Any]]]:
     """(pipeline, category, entry) for every question to run, checking the names; the
-    questions of ``split`` (bfcl_data.load_split: ``eval``, ``dev`` or ``all``)."""
+    questions of ``split`` (bfcl_data.load_split: ``eval``, ``dev`` or ``all``), only those
+    named in ``ids`` when it is given (the questions a change can move, run before and
+    after it)."""
     for category in categories:
         if category not in AST_CATEGORIES:
             raise ConfigError(f"unknown category {category!r}; available: {AST_CATEGORIES}")
@@ -294,7 +298,12 @@ def plan_jobs(
         if pipeline not in PIPELINES:
             raise ConfigError(f"unknown pipeline {pipeline!r}; available: {list(PIPELINES)}")
     entries = {
-        category: load_split(category, split, sample=sample, limit=limit) for category in categories
+        category: [
+            entry
+            for entry in load_split(category, split, sample=sample, limit=limit)
+            if ids is None or entry["id"] in ids
+        ]
+        for category in categories
     }
     return [
         (pipeline, category, entry)

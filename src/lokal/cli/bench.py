@@ -172,6 +172,7 @@ def bench_command(args: argparse.Namespace) -> int:
         "backend": "mock" if args.mode == "mock" else sorted({p.backend for p in profiles}),
         "profiles": [p.name for p in profiles],
         "limit": args.limit,
+        "ids": sorted(ids) if ids is not None else None,
         "concurrency": args.concurrency,
         "wall_time_s": round(time.perf_counter() - started, 1),
         **_machine(),
@@ -237,6 +238,12 @@ def _bfcl_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--limit", type=int, default=None, help="the first N questions of each category's split"
     )
+    parser.add_argument(
+        "--ids",
+        default=None,
+        help="only these questions of the split (comma-separated ids, e.g. "
+        "irrelevance_10,live_irrelevance_400-83-0): the ones a change can move",
+    )
     parser.add_argument("--outdir", default="outputs/bfcl", help="where results go")
     parser.add_argument("--concurrency", type=int, default=1, help="questions in flight at once")
     parser.add_argument(
@@ -273,7 +280,15 @@ def bfcl_command(args: argparse.Namespace) -> int:
 
     outdir = Path(args.outdir)
     results = outdir / "results.jsonl"
-    jobs = plan_jobs(categories, pipelines, args.limit, split=args.split, sample=sample)
+    ids = set(_split(args.ids)) if args.ids else None
+    jobs = plan_jobs(categories, pipelines, args.limit, split=args.split, sample=sample, ids=ids)
+    if ids is not None:
+        found = {e["id"] for _, _, e in jobs}
+        if ids - found:
+            raise ConfigError(
+                f"--ids: not in the {args.split} split of {', '.join(categories)}: "
+                + ", ".join(sorted(ids - found))
+            )
     done = 0
     if args.resume:
         keys = {(p, c, e["id"]) for p, c, e in jobs}
@@ -292,6 +307,7 @@ def bfcl_command(args: argparse.Namespace) -> int:
             resume=args.resume,
             split=args.split,
             sample=sample,
+            ids=ids,
         )
     meta = {
         "command": "lokal bfcl",
@@ -301,6 +317,7 @@ def bfcl_command(args: argparse.Namespace) -> int:
         "sample": sample,
         "sample_seed": SAMPLE_SEED,
         "limit": args.limit,
+        "ids": sorted(ids) if ids is not None else None,
         "concurrency": args.concurrency,
         "wall_time_s": round(time.perf_counter() - started, 1),
         **_machine(),

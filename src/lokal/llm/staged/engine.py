@@ -925,7 +925,7 @@ class StagedEngine:
         several such numbers as many stated numbers; an expression a number in the question
         (or, after results, the follow-up computation it asks for); a place (``city``,
         ``location``) a name that can be one (``places.names_a_place``). A tool that does
-        the opposite of what the question asks ("log out" beside ``login``:
+        the opposite of what each part of the question asks ("log out" beside ``login``:
         ``contrasts.contradiction``) can be filled with nothing."""
         if name not in self._fillable:
             self._fillable[name] = self._can_fill(name)
@@ -935,8 +935,10 @@ class StagedEngine:
         tool = self.tools.get(name)
         if tool is None:
             return True
-        if contradiction(self.question, tool):
+        if self.clauses and all(contradiction(part, tool) for part in self.clauses):
             # "multiply 8.5 and 3.2" beside calculate_sum: no value makes it what was asked
+            # (each part of a request: "the area under the curve ..., and the derivative
+            # at x=3" leaves the integral to its first part)
             return False
         if not self.results and _computes(tool) and refers_back(self.question):
             # "then multiply that number by 3": the number comes from a result not in yet
