@@ -29,11 +29,13 @@ from lokal.llm.staged.candidates import (
     sibling_values,
     singular_names,
     stated_conditions,
+    states_a_secret,
     states_any,
     takes_a_condition,
     text_numbers,
     text_spans,
     waiting_values,
+    wants_a_secret,
     wants_numbers,
     whole_names,
 )
@@ -812,6 +814,54 @@ def test_a_tool_that_does_the_opposite_of_the_request_is_not_called():
     result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[tool])
     assert "no_fillable_tool" not in result["attempts"][0]["staged"]
     assert result["ai_message"]["tool_calls"][0]["name"] == "calculate_sum"
+
+
+LOGIN = {
+    "name": "user_authentication.login",
+    "description": "Authenticates a user by username and password.",
+    "parameters": {
+        "type": "object",
+        "properties": {"username": {"type": "string"}, "password": {"type": "string"}},
+        "required": ["username", "password"],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "stated"),
+    [
+        ("My username is 'john_doe' and the password is 'jDoe#456'.", True),
+        ("The host is data.example.com and the API key is 12344.", True),
+        ("Here's the API key to use: '1234123'.", True),  # BFCL live_multiple (development)
+        ("using my authentication token '1231289312'", True),
+        ("connect with api_key=abc-123", True),
+        ("密码是 x1y2", True),
+        ("I've forgotten my password. Could you log me in with my username 'john_doe'?", False),
+        ("I need to log in with my credentials.", False),
+        ("the token expired yesterday", False),
+    ],
+)
+def test_a_secret_is_stated_after_its_name(text, stated):
+    assert states_a_secret(text) is stated
+
+
+def test_a_secret_nobody_gave_is_not_invented():
+    # BFCL live_irrelevance (development split): "I've forgotten my password. Could you
+    # help me log in with my username 'john_doe'?" called login with an invented password
+    assert [wants_a_secret(p) for p in ("password", "api_key", "auth_token", "pin_code")] == [
+        True
+    ] * 4
+    assert not any(wants_a_secret(p) for p in ("username", "token_count", "max_tokens", "spin"))
+    table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "user_authentication.login": 0.0}
+    backend = ScriptedBackend(['{"content": "Reset it first."}'], scorer=scorer(table))
+    question = "I've forgotten my password. Could you help me log in with my username 'john_doe'?"
+    result = ask(question, backend, tools=[LOGIN])
+    assert result["ai_message"]["tool_calls"] == []
+    assert result["attempts"][0]["staged"]["no_fillable_tool"] is True
+    question = "Log me in: my username is 'john_doe' and the password is 'jDoe#456'."
+    result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[LOGIN])
+    assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+    assert result["ai_message"]["tool_calls"][0]["name"] == "user_authentication.login"
 
 
 WEATHER = {

@@ -172,7 +172,6 @@ def bench_command(args: argparse.Namespace) -> int:
         "backend": "mock" if args.mode == "mock" else sorted({p.backend for p in profiles}),
         "profiles": [p.name for p in profiles],
         "limit": args.limit,
-        "ids": sorted(ids) if ids is not None else None,
         "concurrency": args.concurrency,
         "wall_time_s": round(time.perf_counter() - started, 1),
         **_machine(),

@@ -84,6 +84,7 @@ __all__ = [
     "stated_conditions",
     "stated_numbers",
     "stated_options",
+    "states_a_secret",
     "states_any",
     "takes_a_condition",
     "text_numbers",
@@ -93,6 +94,7 @@ __all__ = [
     "wants_a_number",
     "wants_a_place_name",
     "wants_a_query",
+    "wants_a_secret",
     "wants_expression",
     "whole_names",
     "word_problem_candidates",
@@ -1892,6 +1894,39 @@ def wants_a_place_name(name: str) -> bool:
     """Whether a parameter takes a place a question names (``city``, ``location``,
     ``from_city``; not ``ip_address`` or ``region``)."""
     return bool(set(name_words(name).casefold().split()) & _NAMED_PLACE_WORDS)
+
+
+# a secret a parameter takes: password, api_key, auth_token, pin_code, client_secret (not
+# a count of a model's tokens: token_count)
+_SECRET_PARAM = re.compile(
+    r"\b(?:password|passwd|passcode|passphrase|pin|secret|otp|api\s*key|apikey|access\s*key"
+    r"|token(?!\s+(?:count|limit|usage|budget|number|type)))\b",
+    re.IGNORECASE,
+)
+# a secret stated: the word, a few joining words, then a value that can be one (quoted, or
+# with a digit or a sign), up to three words between: "the password is 'jDoe#456'", "API
+# key is 12344", "token '1231289312'", "the API key to use: '1234123'", "api_key=abc-123",
+# "密码是 x1y2"; not "I've forgotten my password"
+_STATED_SECRET = re.compile(
+    r"(?:\b(?:password|passwd|passcode|passphrase|pin|secret|token|otp|api[\s_-]*key"
+    r"|access[\s_-]*key)\b|密码|口令|令牌|密钥)"
+    r"(?:[ \t]+[A-Za-z]+){0,3}?"  # "the API key to use: '1234123'"
+    r"(?:\s*(?:[:=：]|\bis\b|\bwas\b|\bof\b|\bas\b|\bbeing\b|是|为)\s*|\s+)"
+    r"(?:[\"'`‘“][^\"'`’”]+[\"'`’”]|\S*[\d#@$%!&*_\-]\S*)",
+    re.IGNORECASE,
+)
+
+
+def wants_a_secret(name: str) -> bool:
+    """Whether a parameter takes a secret (``password``, ``api_key``, ``auth_token``): a
+    value nobody may invent."""
+    return bool(_SECRET_PARAM.search(name_words(name)))
+
+
+def states_a_secret(text: str) -> bool:
+    """Whether ``text`` states a secret's value after its name ("the password is
+    'jDoe#456'", "API key is 12344"); "I've forgotten my password" states none."""
+    return bool(_STATED_SECRET.search(text))
 
 
 def is_no_place(value: Any) -> bool:

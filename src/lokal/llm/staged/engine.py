@@ -122,6 +122,7 @@ from lokal.llm.staged.candidates import (
     stated_numbers,
     stated_options,
     stated_units,
+    states_a_secret,
     states_any,
     taken_number,
     takes_a_condition,
@@ -133,6 +134,7 @@ from lokal.llm.staged.candidates import (
     wants_a_place,
     wants_a_place_name,
     wants_a_query,
+    wants_a_secret,
     wants_expression,
     wants_numbers,
     whole_names,
@@ -924,7 +926,8 @@ class StagedEngine:
         a number there ("What type of personality am I?" gives no answers to score), and
         several such numbers as many stated numbers; an expression a number in the question
         (or, after results, the follow-up computation it asks for); a place (``city``,
-        ``location``) a name that can be one (``places.names_a_place``). A tool that does
+        ``location``) a name that can be one (``places.names_a_place``); a secret
+        (``password``, ``api_key``) a value stated after its name. A tool that does
         the opposite of what each part of the question asks ("log out" beside ``login``:
         ``contrasts.contradiction``) can be filled with nothing."""
         if name not in self._fillable:
@@ -975,6 +978,10 @@ class StagedEngine:
             shape = FORMATS.get(shape_name or "")
             if value_kinds(spec) - {"string", "null"} or "enum" in spec:
                 continue
+            if wants_a_secret(param) and not any(map(states_a_secret, sources)):
+                # "I've forgotten my password. Could you help me log in?": a password
+                # nobody gave would be invented
+                return False
             if shape is None:
                 # a place is named: "How many days are in a week?" and "I need help
                 # looking for a bus" give a location nothing but an invented value
