@@ -836,12 +836,14 @@ LOGIN = {
         ("using my authentication token '1231289312'", True),
         ("connect with api_key=abc-123", True),
         ("密码是 x1y2", True),
+        ("with 'admin' as username and 'secure*pass123' as the password", True),
+        ("for the password, just use 'secure_password123'", True),
         ("I've forgotten my password. Could you log me in with my username 'john_doe'?", False),
         ("I need to log in with my credentials.", False),
         ("the token expired yesterday", False),
     ],
 )
-def test_a_secret_is_stated_after_its_name(text, stated):
+def test_a_secret_is_stated_with_its_name(text, stated):
     assert states_a_secret(text) is stated
 
 

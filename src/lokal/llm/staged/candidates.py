@@ -1903,16 +1903,17 @@ _SECRET_PARAM = re.compile(
     r"|token(?!\s+(?:count|limit|usage|budget|number|type)))\b",
     re.IGNORECASE,
 )
-# a secret stated: the word, a few joining words, then a value that can be one (quoted, or
-# with a digit or a sign), up to three words between: "the password is 'jDoe#456'", "API
-# key is 12344", "token '1231289312'", "the API key to use: '1234123'", "api_key=abc-123",
-# "密码是 x1y2"; not "I've forgotten my password"
-_STATED_SECRET = re.compile(
-    r"(?:\b(?:password|passwd|passcode|passphrase|pin|secret|token|otp|api[\s_-]*key"
-    r"|access[\s_-]*key)\b|密码|口令|令牌|密钥)"
-    r"(?:[ \t]+[A-Za-z]+){0,3}?"  # "the API key to use: '1234123'"
-    r"(?:\s*(?:[:=：]|\bis\b|\bwas\b|\bof\b|\bas\b|\bbeing\b|是|为)\s*|\s+)"
-    r"(?:[\"'`‘“][^\"'`’”]+[\"'`’”]|\S*[\d#@$%!&*_\-]\S*)",
+# a secret named in a question ("the password", "API key", "YOUR_API_KEY"), a value that
+# can be one (quoted, or with a digit or a sign), and words that say it is not in hand
+_SECRET_NAME = re.compile(
+    r"(?<![A-Za-z])(?:password|passwd|passcode|passphrase|pin|secret|token|otp"
+    r"|api[\s_-]*key|access[\s_-]*key)(?![A-Za-z])|密码|口令|令牌|密钥",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(r"[\"'`‘“][^\"'`’”]+[\"'`’”]|\S*[\d#@$%!&*_\-]\S*")
+_SECRET_MISSING = re.compile(
+    r"\b(?:forgot|forgotten|forget|lost|(?:don'?t|do\s+not|can'?t|cannot)\s+"
+    r"(?:have|know|remember|find))\b|忘",
     re.IGNORECASE,
 )
 
@@ -1924,9 +1925,15 @@ def wants_a_secret(name: str) -> bool:
 
 
 def states_a_secret(text: str) -> bool:
-    """Whether ``text`` states a secret's value after its name ("the password is
-    'jDoe#456'", "API key is 12344"); "I've forgotten my password" states none."""
-    return bool(_STATED_SECRET.search(text))
+    """Whether ``text`` states a secret: it names one and holds a value that can be one
+    ("the password is 'jDoe#456'", "'secure*pass123' as the password", "API key is
+    12344"), and does not say it is not in hand ("I've forgotten my password. Could you
+    log me in with my username 'john_doe'?")."""
+    return (
+        bool(_SECRET_NAME.search(text))
+        and bool(_SECRET_VALUE.search(text))
+        and not _SECRET_MISSING.search(text)
+    )
 
 
 def is_no_place(value: Any) -> bool:
