@@ -70,6 +70,22 @@ def test_a_total_the_table_does_not_hold_is_retried():
     assert check_answer("East 52, West 49, North 38, South 70.", ctx)[1] == []
 
 
+def test_an_answer_that_sends_the_user_to_a_tool_already_run_is_retried():
+    # development task m12: "You can use the table_analyzer tool to extract the desired
+    # information." after table_analyzer had returned the summary
+    source = '{"overview": "a table of 20 rows and 4 columns: region, product, units, price"}'
+    question = "分析一下 data/sales.csv 这个表格。"
+    text = "The data is in CSV format. You can use the table_analyzer tool to extract it."
+    ctx = AnswerContext(question=question, sources=[source], called=frozenset({"table_analyzer"}))
+    _, findings = check_answer(text, ctx)
+    assert findings[-1].check == "defers_to_tool" and findings[-1].action == "retry"
+    # a tool that did not run may be suggested; naming the tool that ran is no deferral
+    other = AnswerContext(question=question, sources=[source], called=frozenset({"calculator"}))
+    assert not any(f.check == "defers_to_tool" for f in check_answer(text, other)[1])
+    said = "table_analyzer found a table of 20 rows and 4 columns: region, product, units, price."
+    assert not any(f.check == "defers_to_tool" for f in check_answer(said, ctx)[1])
+
+
 def test_numbers_from_the_question_and_decimals_are_not_contradictions():
     ctx = AnswerContext(question="What is 17 * 23 + 4?", sources=["result: 395"])
     assert check_answer("17 * 23 + 4 = 395.", ctx)[1] == []

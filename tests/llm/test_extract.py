@@ -113,6 +113,25 @@ def test_a_selected_note_answers_when_the_model_cannot():
     assert "stops mid-sentence" in result.parse["model_failed"]["message"]
 
 
+def test_an_answer_that_sends_the_user_to_the_tool_that_ran_gives_way_to_its_result():
+    # development task m12: "You can use the table_analyzer tool to extract the desired
+    # information." was the answer after table_analyzer had returned the summary
+    profile = load_profile(MODEL_CONFIG, "smollm2-135m-free")
+    overview = "a table of 20 rows and 4 columns: region, product, units, price"
+    messages = tool_turn(
+        "分析一下 data/sales.csv 这个表格。",
+        "table_analyzer",
+        {"path": "data/sales.csv"},
+        {**SUMMARY, "overview": overview},
+    )
+    defers = envelope(content="You can use the table_analyzer tool to extract the information.")
+    backend = ScriptedBackend([defers] * (profile.tool_calling.max_retries + 1))
+    result = generate_ai_message(profile, messages, [], backend=backend)
+    assert result.ok and result.parse["answer_source"] == "extracted"
+    assert "table_analyzer, which has run" in result.parse["model_failed"]["message"]
+    assert "table_analyzer tool" not in result.ai_message["content"]
+
+
 def test_a_search_hit_and_a_table_row_are_one_passage_each():
     # "Which files in the workspace mention Gizmo?" extracted "files_matched: 1": the hit's
     # path and snippet were separate passages, and the count matched the question better
@@ -339,11 +358,30 @@ def test_a_statistic_asked_in_words_is_answered_by_its_field_not_by_the_question
         SUMMARY,
     )
     passages = result_passages(messages)
-    assert "columns: price" in {p.text for p in passages}
     kept = [p.text for p in answerable(messages[0]["content"], passages)]
     assert kept and all("mean: 6.4125" in text for text in kept)
     assert "6.4125" in extract_answer(messages).passage.text
     # a field whose value is the question's word says nothing; without a statistic asked,
     # the other passages stay
-    other = [p.text for p in answerable("Which columns mention price?", passages)]
-    assert "columns: price" not in other and "price: float64" in other
+    fields = result_passages(
+        tool_turn("Which column is the price?", "describe", {}, {"column": "price", "unit": "EUR"})
+    )
+    other = [p.text for p in answerable("Which column is the price?", fields)]
+    assert other == ["unit: EUR"]
+
+
+def test_a_short_list_is_one_passage_and_a_sentence_beside_records_says_something():
+    # development task m12: "分析一下 data/sales.csv 这个表格。" was answered with
+    # "columns: price", one item of the table's columns, while the summary's one-line
+    # overview was bookkeeping beside the records
+    summary = {**SUMMARY, "overview": "a table of 20 rows and 4 columns: region, product"}
+    messages = tool_turn("Analyse data/sales.csv.", "table_analyzer", {"path": "x"}, summary)
+    passages = {p.text: p for p in result_passages(messages)}
+    assert "columns: region, product, units, price" in passages
+    assert not any(text.startswith("columns: ") and "," not in text for text in passages)
+    assert not passages["overview: a table of 20 rows and 4 columns: region, product"].bookkeeping
+    assert passages["rows: 20"].bookkeeping and passages["operation: summary"].bookkeeping
+    # a list too long for one passage, or of long items, keeps an item a passage
+    many = {"hits": [f"file{i}.txt" for i in range(120)], "files_scanned": 3}
+    texts = [p.text for p in result_passages(tool_turn("q", "search", {}, many))]
+    assert "hits: file7.txt" in texts

@@ -271,6 +271,7 @@ def test_calculator_matches_python_integer_arithmetic(a: int, b: int, op: str) -
 def test_table_summary(tools: dict[str, Any]) -> None:
     out = tools["table_analyzer"](path="data/sales.csv")
     assert out["rows"] == 20 and out["columns"] == ["region", "product", "units", "price"]
+    assert out["overview"] == "a table of 20 rows and 4 columns: region, product, units, price"
     assert out["dtypes"]["units"] == "int64"
     stats = {row["column"]: row for row in out["describe"]}
     units = [r["units"] for r in _sales()]

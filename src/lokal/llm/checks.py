@@ -188,13 +188,15 @@ class Finding:
 @dataclass(frozen=True)
 class AnswerContext:
     """What an answer was written from: the ``question``, the texts of the turn's tool
-    results (``sources``), and the system prompt (``system``: profile lines and memory
-    notes, which the answer may use but should not recite)."""
+    results (``sources``), the system prompt (``system``: profile lines and memory
+    notes, which the answer may use but should not recite), and the tools the turn ran
+    (``called``)."""
 
     question: str = ""
     sources: Sequence[str] = ()
     system: str = ""
     extra_words: frozenset[str] = field(default_factory=frozenset)
+    called: frozenset[str] = field(default_factory=frozenset)
 
 
 def _pieces(text: str) -> list[str]:
@@ -667,6 +669,24 @@ def _check_ungrounded(text: str, ctx: AnswerContext) -> tuple[str, Finding | Non
     )
 
 
+def _check_defers(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """An answer that tells the user to use a tool the turn has run: "分析一下
+    data/sales.csv 这个表格。" was answered "The data is available in CSV format. You can
+    use the table_analyzer tool to extract the desired information." after table_analyzer
+    had returned the summary. Asked for again, from the result."""
+    for name in sorted(ctx.called):
+        pattern = (
+            rf"\b(?:use|run|call|try|using|running|calling)\b[^.!?\n]{{0,30}}{re.escape(name)}"
+        )
+        if re.search(pattern, text, re.IGNORECASE):
+            return text, Finding(
+                "defers_to_tool",
+                "retry",
+                f"the answer tells the user to use {name}, which has run; answer from its result",
+            )
+    return text, None
+
+
 def _record_lists(source: str) -> list[list[dict[str, Any]]]:
     """The lists of 2 to 12 records (JSON objects) in a JSON tool result, in the order the
     result has them: a table's rows, a group-by's groups."""
@@ -975,6 +995,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("file_unnamed", _check_file_unnamed),
     ("part_of_each", _check_part_of_each),
     ("ungrounded", _check_ungrounded),
+    ("defers_to_tool", _check_defers),
     ("stutter", _check_stutter),
     ("glued_words", _check_glued),
     ("unfinished", _check_unfinished),

@@ -108,6 +108,8 @@ def text_passages(text: str) -> list[str]:
 
 _MAX_RECORD = 240
 _MAX_LISTING = 400
+# a text of this many words or more is a sentence, not a count or a name
+_SENTENCE_WORDS = 5
 
 
 _MIN_RECORD_FINDINGS = 3  # a flat result with this many fields of its own is one passage too
@@ -131,9 +133,15 @@ def _record(item: Any, echoes: set[str]) -> str | None:
     return text if fields and len(text) <= _MAX_RECORD else None
 
 
+def _is_scalar(value: Any) -> bool:
+    """A number or a string (not a flag, a record or a list)."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
 def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, bool]], list[str]]:
-    """Short passages of a tool output: ``key: value`` for scalars, a flat record of a list
-    (a search hit, a table row) whole, lines and sentences of long strings. Values that only
+    """Short passages of a tool output: ``key: value`` for scalars, a short list of scalars
+    whole (``columns: region, product, units, price``), a flat record of a list (a search
+    hit, a table row) whole, lines and sentences of long strings. Values that only
     echo the call's arguments are left out. Each comes with whether it is bookkeeping: a
     scalar beside the records or text that a result carries (``files_matched: 1`` next to
     the hits, ``truncated: false`` next to a file's content) says how the tool went, not
@@ -156,6 +164,16 @@ def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, boo
             for k, v in value.items():
                 walk(v, str(k), found or bool(empty))
         elif isinstance(value, list):
+            scalars = [str(v).strip() for v in value if _is_scalar(v)]
+            whole = ", ".join(scalars)
+            short = all(scalars) and all(len(v) <= 80 for v in scalars)
+            if 1 < len(scalars) == len(value) and short and len(whole) <= _MAX_LISTING:
+                # a short list of names or numbers is one passage, whole: "columns: region,
+                # product, units, price" says what the table holds, "columns: price" (one
+                # item of it) said nothing of the rest (development task m12: "分析一下
+                # data/sales.csv 这个表格。" was answered with it)
+                passages.append((f"{key}: {whole}" if key else whole, meta))
+                return
             records = []
             for item in value[:50]:
                 record = _record(item, echoes)
@@ -175,7 +193,10 @@ def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, boo
             if not text or text in echoes:
                 return
             if len(text) <= 80:
-                passages.append((f"{key}: {text}" if key else text, meta))
+                # a sentence beside the records says what was found ("overview: a table of
+                # 20 rows and 4 columns: ..."), where a count or a word says how it went
+                said = meta and len(text.split()) < _SENTENCE_WORDS
+                passages.append((f"{key}: {text}" if key else text, said))
                 return
             passages.extend((t, False) for t in text_passages(text))
 

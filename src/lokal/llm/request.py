@@ -188,7 +188,12 @@ def resolve_request(
         question=question,
         system=system,
         answer_context=AnswerContext(
-            question=question, sources=_result_texts(turn), system=systems
+            question=question,
+            sources=_result_texts(turn),
+            system=systems,
+            called=frozenset(
+                str(m["name"]) for m in turn if m.get("role") == "tool" and m.get("name")
+            ),
         ),
         notes=note_lines(systems),
     )

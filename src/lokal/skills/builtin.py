@@ -667,7 +667,10 @@ def _analyze_table(
         raise ValueError('operation "filter" needs a filter such as units > 10')
     if operation == "summary":
         numeric = frame.select_dtypes("number")
+        columns = ", ".join(str(c) for c in frame.columns)
         out.update(
+            # the summary in one line, for "analyse this table" (one field said too little)
+            overview=f"a table of {frame.shape[0]} rows and {frame.shape[1]} columns: {columns}",
             rows=int(frame.shape[0]),
             columns=[str(c) for c in frame.columns],
             dtypes={str(c): str(t) for c, t in frame.dtypes.items()},
