@@ -82,8 +82,13 @@ def test_an_answer_that_sends_the_user_to_a_tool_already_run_is_retried():
     # a tool that did not run may be suggested; naming the tool that ran is no deferral
     other = AnswerContext(question=question, sources=[source], called=frozenset({"calculator"}))
     assert not any(f.check == "defers_to_tool" for f in check_answer(text, other)[1])
-    said = "table_analyzer found a table of 20 rows and 4 columns: region, product, units, price."
-    assert not any(f.check == "defers_to_tool" for f in check_answer(said, ctx)[1])
+    for said in (
+        "table_analyzer found a table of 20 rows and 4 columns: region, product, units, price.",
+        "Using table_analyzer, the table has 20 rows and 4 columns: region, product, units.",
+    ):
+        assert not any(f.check == "defers_to_tool" for f in check_answer(said, ctx)[1]), said
+    for sends in ("Please run table_analyzer on it.", "The rows are many. Try table_analyzer."):
+        assert check_answer(sends, ctx)[1][-1].check == "defers_to_tool", sends
 
 
 def test_numbers_from_the_question_and_decimals_are_not_contradictions():

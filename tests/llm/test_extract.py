@@ -381,6 +381,7 @@ def test_a_short_list_is_one_passage_and_a_sentence_beside_records_says_somethin
     assert not any(text.startswith("columns: ") and "," not in text for text in passages)
     assert not passages["overview: a table of 20 rows and 4 columns: region, product"].bookkeeping
     assert passages["rows: 20"].bookkeeping and passages["operation: summary"].bookkeeping
+    assert not passages["columns: region, product, units, price"].bookkeeping  # as its items
     # a list too long for one passage, or of long items, keeps an item a passage
     many = {"hits": [f"file{i}.txt" for i in range(120)], "files_scanned": 3}
     texts = [p.text for p in result_passages(tool_turn("q", "search", {}, many))]

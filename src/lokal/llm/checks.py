@@ -669,16 +669,21 @@ def _check_ungrounded(text: str, ctx: AnswerContext) -> tuple[str, Finding | Non
     )
 
 
+# a suggestion to the user, not a report of what ran: "You can use ...", "Please run ...",
+# a sentence that opens with "Use" or "Try"; not "Using table_analyzer, I found ..."
+_SENDS = (
+    r"(?:\byou\s+(?:can|could|should|may|might|need\s+to|have\s+to|will\s+need\s+to)"
+    r"\s+(?:also\s+)?|\bplease\s+|(?:^|(?<=[.!?:])\s*))(?:use|run|call|try)\b"
+)
+
+
 def _check_defers(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     """An answer that tells the user to use a tool the turn has run: "分析一下
     data/sales.csv 这个表格。" was answered "The data is available in CSV format. You can
     use the table_analyzer tool to extract the desired information." after table_analyzer
     had returned the summary. Asked for again, from the result."""
     for name in sorted(ctx.called):
-        pattern = (
-            rf"\b(?:use|run|call|try|using|running|calling)\b[^.!?\n]{{0,30}}{re.escape(name)}"
-        )
-        if re.search(pattern, text, re.IGNORECASE):
+        if re.search(rf"{_SENDS}[^.!?\n]{{0,30}}{re.escape(name)}", text, re.IGNORECASE):
             return text, Finding(
                 "defers_to_tool",
                 "retry",

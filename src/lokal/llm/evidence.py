@@ -172,7 +172,7 @@ def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, boo
                 # product, units, price" says what the table holds, "columns: price" (one
                 # item of it) said nothing of the rest (development task m12: "分析一下
                 # data/sales.csv 这个表格。" was answered with it)
-                passages.append((f"{key}: {whole}" if key else whole, meta))
+                passages.append((f"{key}: {whole}" if key else whole, False))
                 return
             records = []
             for item in value[:50]:
@@ -195,8 +195,8 @@ def _result_passages(output: Any, echoes: set[str]) -> tuple[list[tuple[str, boo
             if len(text) <= 80:
                 # a sentence beside the records says what was found ("overview: a table of
                 # 20 rows and 4 columns: ..."), where a count or a word says how it went
-                said = meta and len(text.split()) < _SENTENCE_WORDS
-                passages.append((f"{key}: {text}" if key else text, said))
+                bookkeeping = meta and len(text.split()) < _SENTENCE_WORDS
+                passages.append((f"{key}: {text}" if key else text, bookkeeping))
                 return
             passages.extend((t, False) for t in text_passages(text))
 
