@@ -82,6 +82,19 @@ def scorer(table):
     return score
 
 
+def tool_of(name: str, description: str, **types: str) -> dict:
+    """A tool whose parameters (``name="type"``) are all required."""
+    return {
+        "name": name,
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {param: {"type": kind} for param, kind in types.items()},
+            "required": list(types),
+        },
+    }
+
+
 def ask(question, backend, profile=None, tools=None):
     return generate_ai_message(
         profile or staged_profile(),
@@ -776,19 +789,6 @@ def test_a_call_needs_a_stated_number_for_each_number_it_takes():
     assert call["args"]["bedrooms"] == 2 and call["args"]["bathrooms"] == 2
 
 
-def two_numbers(name: str, description: str) -> dict:
-    number = {"type": "number"}
-    return {
-        "name": name,
-        "description": description,
-        "parameters": {
-            "type": "object",
-            "properties": {"number1": number, "number2": number},
-            "required": ["number1", "number2"],
-        },
-    }
-
-
 def test_a_tool_that_does_the_opposite_of_the_request_is_not_called():
     # BFCL live_irrelevance (development split): "multiply 8.5 and 3.2" called
     # calculate_sum, which has the two numbers and does not multiply
@@ -796,7 +796,9 @@ def test_a_tool_that_does_the_opposite_of_the_request_is_not_called():
     for name, called in (("calculate_sum", False), ("multiply_numbers", True)):
         table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, name: 0.0, "8.5": -0.1, "3.2": -0.2}
         backend = ScriptedBackend(['{"content": "27.2"}'], scorer=scorer(table))
-        tool = two_numbers(name, "Calculates the result of two numbers.")
+        tool = tool_of(
+            name, "Calculates the result of two numbers.", number1="number", number2="number"
+        )
         result = ask(question, backend, tools=[tool])
         stage = result["attempts"][0]["staged"]
         assert stage["answer_or_call"]["margin"] > 0  # stage 1 wanted the call
@@ -810,21 +812,20 @@ def test_a_tool_that_does_the_opposite_of_the_request_is_not_called():
     # "the area under the curve ..., and find the derivative at x=3" beside an integral)
     question = "Total up 8.5 and 3.2, then multiply 2 by 4."
     table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, "calculate_sum": 0.0}
-    tool = two_numbers("calculate_sum", "Calculates the sum of two numbers.")
+    tool = tool_of(
+        "calculate_sum", "Calculates the sum of two numbers.", number1="number", number2="number"
+    )
     result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[tool])
     assert "no_fillable_tool" not in result["attempts"][0]["staged"]
     assert result["ai_message"]["tool_calls"][0]["name"] == "calculate_sum"
 
 
-LOGIN = {
-    "name": "user_authentication.login",
-    "description": "Authenticates a user by username and password.",
-    "parameters": {
-        "type": "object",
-        "properties": {"username": {"type": "string"}, "password": {"type": "string"}},
-        "required": ["username", "password"],
-    },
-}
+LOGIN = tool_of(
+    "user_authentication.login",
+    "Authenticates a user by username and password.",
+    username="string",
+    password="string",
+)
 
 
 @pytest.mark.parametrize(
@@ -1924,15 +1925,7 @@ def test_a_next_step_after_a_search_passes_the_repeated_search_over_to_the_reade
 
 def city_tool(name, description):
     """A tool that takes a city (``location``, required): the weather skill's kind."""
-    return {
-        "name": name,
-        "description": description,
-        "parameters": {
-            "type": "object",
-            "properties": {"location": {"type": "string"}},
-            "required": ["location"],
-        },
-    }
+    return tool_of(name, description, location="string")
 
 
 def test_a_skill_read_again_is_passed_over_for_the_skills_tool():
@@ -2524,15 +2517,12 @@ def test_a_name_that_ends_with_what_the_value_is_keeps_its_beginning():
     assert "La Liga" in whole_names(text_spans(question), question)
 
 
-BINOMIAL = {
-    "name": "binomial",
-    "description": "The probability of a number of successes in independent trials.",
-    "parameters": {
-        "type": "object",
-        "properties": {"trials": {"type": "integer"}, "successes": {"type": "integer"}},
-        "required": ["trials", "successes"],
-    },
-}
+BINOMIAL = tool_of(
+    "binomial",
+    "The probability of a number of successes in independent trials.",
+    trials="integer",
+    successes="integer",
+)
 
 
 @pytest.mark.parametrize(
