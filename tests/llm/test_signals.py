@@ -474,11 +474,7 @@ def test_the_present_picks_the_current_tool_over_a_likelier_sibling():
 def test_a_question_that_asks_which_file_is_for_the_tool_that_searches_files():
     tools = tool_specs(basic_tools())
     assert [t.name for t in tools if searches_files(t)] == ["local_file_search"]
-    weather = {
-        "name": "weather_forecast_current",
-        "description": "Current weather for a city.",
-        "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
-    }
+    weather = city_tool("weather_forecast_current", "Current weather for a city.")
     question = "Is there a file in the workspace that talks about the weather?"
     assert file_searches(question, iter([*tools, weather])) == ["local_file_search"]
     assert question_signals(question, [*tools, weather])["which_file"] is True
