@@ -71,6 +71,7 @@ __all__ = [
     "list_bound",
     "mentioned_topic",
     "names_a_month",
+    "names_a_person",
     "names_the_tool",
     "names_the_tool_in",
     "not_the_tool",
@@ -84,6 +85,7 @@ __all__ = [
     "stated_conditions",
     "stated_numbers",
     "stated_options",
+    "states_a_period",
     "states_a_secret",
     "states_any",
     "takes_a_condition",
@@ -92,6 +94,8 @@ __all__ = [
     "unit_numbers",
     "value_kinds",
     "wants_a_number",
+    "wants_a_period",
+    "wants_a_person_name",
     "wants_a_place_name",
     "wants_a_query",
     "wants_a_secret",
@@ -1934,6 +1938,74 @@ def states_a_secret(text: str) -> bool:
         and bool(_SECRET_VALUE.search(text))
         and not _SECRET_MISSING.search(text)
     )
+
+
+# a person a parameter names: player, author, artist_name, person_name (not a handle or an
+# identifier: username, user_id, employee_id; not a recipient, who may be an address)
+_PERSON_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        """player athlete author artist actor actress singer musician composer director
+        painter writer poet inventor scientist celebrity person""",
+    )
+)
+_NOT_A_PERSON_NAME = frozenset({"id", "ids", "handle", "username", "email", "count", "type"})
+# a proper name: a capitalised word of two letters or more (accents too: "Käärijä")
+_CAPITALISED = re.compile(r"\b[^\W\d_a-z][^\W\d_]+")
+# a person named in lower case after the word that says who made it: "songs by kesha"
+_BY_SOMEONE = re.compile(r"\bby\s+[^\W\d_]{2,}", re.IGNORECASE)
+_ANY_CJK = re.compile(f"[{CJK}]")
+_QUOTED_NAME = re.compile(r"[\"'`‘“][^\"'`’”\d]{2,}[\"'`’”]")
+
+
+def wants_a_person_name(name: str) -> bool:
+    """Whether a parameter takes a person's name (``player``, ``author``, ``artist_name``,
+    ``person_name``; not ``user_id``, ``username`` or ``player_count``)."""
+    words = set(name_words(name).casefold().split())
+    return bool(words & _PERSON_WORDS) and not words & _NOT_A_PERSON_NAME
+
+
+def names_a_person(text: str) -> bool:
+    """Whether ``text`` can name a person: a proper name inside a sentence ("the assist
+    average of LeBron James"), one that opens it when another or a possessive follows
+    ("LeBron James scored", "Messi's goals"), a quoted name ("'Adriel'"), a name after
+    "by" ("songs by kesha"), or Chinese text. "Who won the chess tournament in 2015?"
+    names none: a ``player`` parameter would take "2015" or "chess"."""
+    if _ANY_CJK.search(text) or _QUOTED_NAME.search(text) or _BY_SOMEONE.search(text):
+        return True
+    for match in _CAPITALISED.finditer(text):
+        before = text[: match.start()].rstrip()
+        if before and before[-1] not in ".!?\"'“‘":
+            return True
+        after = text[match.end() :]
+        if re.match(r"(?:'s\b|’s\b|\s+[^\W\d_a-z][^\W\d_]+)", after):
+            return True
+    return False
+
+
+# a season or a year written as text: "2020-2021", "the 2022 season", "this season",
+# "in spring"
+_PERIOD_PARAM = frozenset({"season", "year"})
+_STATES_A_PERIOD = re.compile(
+    r"\d|\b(?:spring|summer|autumn|fall|winter)\b|"
+    r"\b(?:this|current|last|next|previous|upcoming|coming)\s+(?:season|year)\b|今年|去年|明年|赛季",
+    re.IGNORECASE,
+)
+
+
+def wants_a_period(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a string parameter takes a season or a year (``season``, ``season_year``):
+    "2020-2021", "2022", "spring"."""
+    return "string" in value_kinds(spec) and bool(
+        set(name_words(name).casefold().split()) & _PERIOD_PARAM
+    )
+
+
+def states_a_period(text: str) -> bool:
+    """Whether ``text`` states a season or a year: a number, a season of the year, or one
+    counted from now ("this season", "last year"). "What is the assist average of LeBron
+    James?" states none: a ``season`` would take "basketball"."""
+    return bool(_STATES_A_PERIOD.search(text))
 
 
 def is_no_place(value: Any) -> bool:

@@ -106,6 +106,7 @@ from lokal.llm.staged.candidates import (
     mentioned_topic,
     named_switch,
     names_a_month,
+    names_a_person,
     names_parameter,
     names_the_tool,
     names_the_tool_in,
@@ -122,6 +123,7 @@ from lokal.llm.staged.candidates import (
     stated_numbers,
     stated_options,
     stated_units,
+    states_a_period,
     states_a_secret,
     states_any,
     taken_number,
@@ -131,6 +133,8 @@ from lokal.llm.staged.candidates import (
     value_kinds,
     waiting_values,
     wants_a_number,
+    wants_a_period,
+    wants_a_person_name,
     wants_a_place,
     wants_a_place_name,
     wants_a_query,
@@ -986,6 +990,12 @@ class StagedEngine:
                 # a place is named: "How many days are in a week?" and "I need help
                 # looking for a bus" give a location nothing but an invented value
                 if wants_a_place_name(param) and not any(map(names_a_place, sources)):
+                    return False
+                # so is a person ("Who won the chess tournament in 2015?" has no player)
+                # and a season ("the assist average of LeBron James" has none)
+                if wants_a_person_name(param) and not any(map(names_a_person, sources)):
+                    return False
+                if wants_a_period(param, spec) and not any(map(states_a_period, sources)):
                     return False
                 continue
             spans = [v for source in sources for v in text_spans(source)]
