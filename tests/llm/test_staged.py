@@ -24,17 +24,21 @@ from lokal.llm.staged.candidates import (
     later_values,
     mentioned_topic,
     named_switch,
+    names_a_person,
     names_parameter,
     opening_part,
     sibling_values,
     singular_names,
     stated_conditions,
+    states_a_period,
     states_a_secret,
     states_any,
     takes_a_condition,
     text_numbers,
     text_spans,
     waiting_values,
+    wants_a_period,
+    wants_a_person_name,
     wants_a_secret,
     wants_numbers,
     whole_names,
@@ -865,6 +869,72 @@ def test_a_secret_nobody_gave_is_not_invented():
     result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[LOGIN])
     assert "no_fillable_tool" not in result["attempts"][0]["staged"]
     assert result["ai_message"]["tool_calls"][0]["name"] == "user_authentication.login"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("What is the assist average of basketball player LeBron James?", True),
+        ("LeBron James scored how many points?", True),  # a name that opens the sentence
+        ("Messi's goals in 2020", True),
+        ('What\'s project is "Adriel" working on?', True),
+        ("Find songs by kesha", True),
+        ("梅西进了几个球", True),
+        ("Who won the chess tournament in 2015?", False),
+        ("Show stats for the player.", False),
+        ("Can I get the stats?", False),  # "I" is no name
+        ("how many goals did the best striker score", False),
+    ],
+)
+def test_a_person_is_named(text, named):
+    assert names_a_person(text) is named
+
+
+@pytest.mark.parametrize(
+    ("text", "stated"),
+    [
+        ("in the 2020-2021 season", True),
+        ("How did he do this season?", True),
+        ("the best collectables in spring", True),
+        ("去年的比赛", True),
+        ("What is the assist average of LeBron James?", False),
+        ("What happened this morning?", False),  # "this" before no season or year
+    ],
+)
+def test_a_period_is_stated(text, stated):
+    assert states_a_period(text) is stated
+
+
+def test_a_person_or_a_season_nobody_named_is_not_invented():
+    # BFCL irrelevance (development split): "Who won the chess tournament in 2015?" called
+    # a board analyser with player '2015'; "What is the assist average of basketball player
+    # LeBron James?" called the scoring average with season 'basketball'
+    assert [wants_a_person_name(p) for p in ("player", "author", "artist_name")] == [True] * 3
+    assert not any(wants_a_person_name(p) for p in ("user_id", "username", "player_count"))
+    assert wants_a_period("season", {"type": "string"})
+    assert not wants_a_period("season", {"type": "integer"})  # a number: the number rules
+    board = tool_of("game.board_analyser", "Suggest the next move.", game="string", player="string")
+    stats = tool_of(
+        "player_stats", "A player's scoring average.", player_name="string", season="string"
+    )
+    for question, tool in [
+        ("Who won the chess tournament in 2015?", board),
+        ("What is the assist average of basketball player LeBron James?", stats),
+    ]:
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, tool["name"]: 0.0}
+        backend = ScriptedBackend(['{"content": "I do not know."}'], scorer=scorer(table))
+        result = ask(question, backend, tools=[tool])
+        assert result["attempts"][0]["staged"]["answer_or_call"]["margin"] > 0
+        assert result["ai_message"]["tool_calls"] == []
+        assert result["attempts"][0]["staged"]["no_fillable_tool"] is True
+    for question, tool in [
+        ("Suggest Magnus Carlsen's next move in this chess game.", board),
+        ("What is the scoring average of LeBron James in the 2020-2021 season?", stats),
+    ]:
+        table = {CALL_OPENING: 0.0, ANSWER_OPENING: -9.0, tool["name"]: 0.0}
+        result = ask(question, ScriptedBackend(scorer=scorer(table)), tools=[tool])
+        assert "no_fillable_tool" not in result["attempts"][0]["staged"]
+        assert result["ai_message"]["tool_calls"][0]["name"] == tool["name"]
 
 
 WEATHER = {
