@@ -1955,7 +1955,12 @@ _CAPITALISED = re.compile(r"\b[^\W\d_a-z][^\W\d_]+")
 # a person named in lower case after the word that says who made it: "songs by kesha"
 _BY_SOMEONE = re.compile(r"\bby\s+[^\W\d_]{2,}", re.IGNORECASE)
 _ANY_CJK = re.compile(f"[{CJK}]")
-_QUOTED_NAME = re.compile(r"[\"'`‘“][^\"'`’”\d]{2,}[\"'`’”]")
+# an opener whose "'s" is a contraction, no possessive: "What's", "Let's", "It's"
+_NO_NAME_OPENERS = frozenset(
+    re.findall(r"\w+", "what who where when why how which it that there here let he she this")
+)
+# a quoted name: the quote opens after no letter ("What's the player's score" quotes none)
+_QUOTED_NAME = re.compile(r"(?<![^\W\d_])[\"'`‘“][^\"'`’”\d]{2,}[\"'`’”](?![^\W\d_])")
 
 
 def wants_a_person_name(name: str) -> bool:
@@ -1974,10 +1979,14 @@ def names_a_person(text: str) -> bool:
     if _ANY_CJK.search(text) or _QUOTED_NAME.search(text) or _BY_SOMEONE.search(text):
         return True
     for match in _CAPITALISED.finditer(text):
+        if not match.group()[0].isupper():
+            continue
         before = text[: match.start()].rstrip()
         if before and before[-1] not in ".!?\"'“‘":
             return True
         after = text[match.end() :]
+        if match.group().casefold() in _NO_NAME_OPENERS:
+            continue  # "What's", "Let's", "It's": no possessive
         if re.match(r"(?:'s\b|’s\b|\s+[^\W\d_a-z][^\W\d_]+)", after):
             return True
     return False
