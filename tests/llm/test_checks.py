@@ -509,3 +509,45 @@ def test_a_question_for_three_rows_answered_with_one_is_retried():
     # a question for one row asks for one
     one = AnswerContext(question="Which row has the most units?", sources=[top])
     assert check_answer("South, Gizmo, 21 units.", one)[1] == []
+
+
+def test_a_date_or_time_for_a_question_that_asks_neither_is_retried():
+    # development task d22_fact: "How many days are in a week?" answered
+    # "2022-01-01 23:59:56.98388" (the model's own words), and the run said it answered
+    for question, answer in [
+        ("How many days are in a week?", "2022-01-01 23:59:56.98388"),
+        ("Who wrote Hamlet?", "2023-01-01T00:00:00Z"),
+        ("How many legs does a spider have?", "12/31/2023."),
+    ]:
+        findings = check_answer(answer, AnswerContext(question=question))[1]
+        assert actions(findings)[-1] == ("time_for_no_time", "retry"), (question, answer)
+    for question, answer in [
+        ("What is the date today?", "2022-01-01"),  # asked for
+        ("What time is it now?", "14:30"),
+        ("现在几点？", "14:30"),
+        ("When is the quarterly review?", "2026-03-14"),
+        ("How many days are in a week?", "7"),  # no date
+        ("How many days are in a week?", "There are 7 days, as counted on 2022-01-01."),
+    ]:
+        findings = check_answer(answer, AnswerContext(question=question))[1]
+        assert "time_for_no_time" not in [f.check for f in findings], (question, answer)
+
+
+def test_a_run_whose_every_reply_is_a_date_for_no_date_says_it_has_no_answer():
+    # the same answer every time: the run ends with a labelled error, not "the model answered"
+    from helpers import MODEL_CONFIG, envelope
+    from lokal.config import load_profile
+    from lokal.llm.backends.scripted import ScriptedBackend
+    from lokal.llm.decide import generate_ai_message
+
+    profile = load_profile(MODEL_CONFIG, "smollm2-135m-free")
+    messages = [{"role": "user", "content": "How many days are in a week?"}]
+    stamp = envelope(content="2022-01-01 23:59:56.98388")
+    backend = ScriptedBackend([stamp] * (profile.tool_calling.max_retries + 1))
+    result = generate_ai_message(profile, messages, [], backend=backend)
+    assert not result.ok
+    assert result.error.type == "bad_reply" and "asks for neither" in result.error.message
+    # and a later reply that answers is taken
+    backend = ScriptedBackend([stamp, envelope(content="A week has 7 days.")])
+    result = generate_ai_message(profile, messages, [], backend=backend)
+    assert result.ok and result.ai_message["content"] == "A week has 7 days."

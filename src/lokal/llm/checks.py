@@ -692,6 +692,37 @@ def _check_defers(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
     return text, None
 
 
+# an answer that is a date or a clock time and nothing else: "2022-01-01 23:59:56.98388",
+# "2023-01-01T00:00:00Z", "12/31/2023", "14:30"
+_ONLY_A_TIME = re.compile(
+    r"^\s*(?:\d{4}-\d{1,2}-\d{1,2}"
+    r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\d{1,2}/\d{1,2}/\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?)\s*[.。]?\s*$"
+)
+# a question that asks for a date or a time: "when", "what day", "the date", "what time",
+# "today", "now", "this year"; "How many days are in a week?" asks for a count
+_ASKS_A_TIME = re.compile(
+    r"\b(?:when|dates?|times?|today|tonight|tomorrow|yesterday|now|clock|o'clock|timestamp"
+    r"|(?:what|which|this|current|that)\s+(?:day|week|month|year|hour)|deadline|since|until)\b"
+    r"|几点|日期|时间|哪天|哪一天|哪年|哪一年|今天|明天|昨天|现在|几号|星期几|今年|何时|什么时候",
+    re.IGNORECASE,
+)
+
+
+def _check_time_for_no_time(text: str, ctx: AnswerContext) -> tuple[str, Finding | None]:
+    """An answer that is only a date or a time, to a question that asks for neither: "How
+    many days are in a week?" answered "2022-01-01 23:59:56.98388" (the model's own words,
+    no tool). Asked for again."""
+    if not ctx.question or not _ONLY_A_TIME.match(text) or _ASKS_A_TIME.search(ctx.question):
+        return text, None
+    return text, Finding(
+        "time_for_no_time",
+        "retry",
+        "the answer is only a date or a time, and the question asks for neither; "
+        "answer the question",
+    )
+
+
 def _record_lists(source: str) -> list[list[dict[str, Any]]]:
     """The lists of 2 to 12 records (JSON objects) in a JSON tool result, in the order the
     result has them: a table's rows, a group-by's groups."""
@@ -1003,6 +1034,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("defers_to_tool", _check_defers),
     ("stutter", _check_stutter),
     ("glued_words", _check_glued),
+    ("time_for_no_time", _check_time_for_no_time),
     ("unfinished", _check_unfinished),
     ("said_over", _check_said_over),
 )
