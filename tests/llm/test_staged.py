@@ -879,6 +879,7 @@ def test_a_secret_nobody_gave_is_not_invented():
         ("Messi's goals in 2020", True),
         ('What\'s project is "Adriel" working on?', True),
         ("Find songs by kesha", True),
+        ("Édith Piaf songs", True),  # a capital with an accent
         ("梅西进了几个球", True),
         ("Who won the chess tournament in 2015?", False),
         ("Show stats for the player.", False),

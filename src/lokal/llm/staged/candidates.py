@@ -1950,8 +1950,9 @@ _PERSON_WORDS = frozenset(
     )
 )
 _NOT_A_PERSON_NAME = frozenset({"id", "ids", "handle", "username", "email", "count", "type"})
-# a proper name: a capitalised word of two letters or more (accents too: "Käärijä")
-_CAPITALISED = re.compile(r"\b[^\W\d_a-z][^\W\d_]+")
+# a word of two letters or more, a proper name when it opens with a capital (accents too:
+# "Käärijä", "Édith")
+_CAPITALISED = re.compile(r"\b[^\W\d_]{2,}")
 # a person named in lower case after the word that says who made it: "songs by kesha"
 _BY_SOMEONE = re.compile(r"\bby\s+[^\W\d_]{2,}", re.IGNORECASE)
 _ANY_CJK = re.compile(f"[{CJK}]")
@@ -1987,7 +1988,8 @@ def names_a_person(text: str) -> bool:
         after = text[match.end() :]
         if match.group().casefold() in _NO_NAME_OPENERS:
             continue  # "What's", "Let's", "It's": no possessive
-        if re.match(r"(?:'s\b|’s\b|\s+[^\W\d_a-z][^\W\d_]+)", after):
+        following = re.match(r"\s+([^\W\d_]{2,})", after)
+        if re.match(r"['’]s\b", after) or (following and following.group(1)[0].isupper()):
             return True
     return False
 

@@ -930,8 +930,11 @@ class StagedEngine:
         a number there ("What type of personality am I?" gives no answers to score), and
         several such numbers as many stated numbers; an expression a number in the question
         (or, after results, the follow-up computation it asks for); a place (``city``,
-        ``location``) a name that can be one (``places.names_a_place``); a secret
-        (``password``, ``api_key``) a value stated after its name. A tool that does
+        ``location``) a name that can be one (``places.names_a_place``); a person
+        (``player``, ``author``) a name that can be one (``candidates.names_a_person``); a
+        season or year written as text a year, a season or "this season"
+        (``states_a_period``); a secret (``password``, ``api_key``) a stated value that
+        can be one (``states_a_secret``). A tool that does
         the opposite of what each part of the question asks ("log out" beside ``login``:
         ``contrasts.contradiction``) can be filled with nothing."""
         if name not in self._fillable:
